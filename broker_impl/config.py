@@ -1,0 +1,107 @@
+"""Broker configuration, with Kafka's config names and defaults.
+
+Only names Kafka itself has are accepted (plus a few ``kconform.*`` ones for
+things Kafka has no knob for, such as fault points), so a case can hand the
+same ``broker_configs`` map to the embedded broker and to real Kafka.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+#: Kafka's defaults for every setting the embedded broker reads.
+DEFAULTS: dict[str, str] = {
+    "node.id": "1",
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "auto.create.topics.enable": "true",
+    "delete.topic.enable": "true",
+    "message.max.bytes": "1048588",
+    "socket.request.max.bytes": "104857600",
+    "log.segment.bytes": "1073741824",
+    "log.roll.ms": "604800000",
+    "log.index.interval.bytes": "4096",
+    "log.index.size.max.bytes": "10485760",
+    "log.flush.interval.messages": "9223372036854775807",
+    "log.flush.interval.ms": "9223372036854775807",
+    "log.flush.scheduler.interval.ms": "9223372036854775807",
+    "log.retention.ms": "604800000",
+    "log.retention.bytes": "-1",
+    "log.message.timestamp.type": "CreateTime",
+    "compression.type": "producer",
+    "min.insync.replicas": "1",
+    "offsets.topic.num.partitions": "50",
+    "offsets.topic.replication.factor": "3",
+    "offsets.retention.minutes": "10080",
+    "group.initial.rebalance.delay.ms": "3000",
+    "group.min.session.timeout.ms": "6000",
+    "group.max.session.timeout.ms": "1800000",
+    "group.max.size": "2147483647",
+    "transaction.state.log.num.partitions": "50",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+    "transaction.max.timeout.ms": "900000",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
+    "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
+    "transactional.id.expiration.ms": "604800000",
+    "producer.id.expiration.ms": "86400000",
+    "producer.id.expiration.check.interval.ms": "600000",
+    "transaction.partition.verification.enable": "true",
+    "transaction.version": "2",
+    "replica.fetch.max.bytes": "1048576",
+    "fetch.max.bytes": "57671680",
+    "connections.max.idle.ms": "600000",
+    "cluster.id": "kconform-embedded-cluster",
+}
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass
+class BrokerConfig:
+    """Typed access to a ``{kafka.name: value}`` map."""
+
+    values: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        merged = dict(DEFAULTS)
+        for k, v in self.values.items():
+            if k not in DEFAULTS and not k.startswith("kconform."):
+                raise ConfigError(f"unknown broker config {k!r} (Kafka's config names are expected)")
+            merged[k] = str(v).lower() if isinstance(v, bool) else str(v)
+        self.values = merged
+
+    def str(self, name: str) -> str:
+        return self.values[name]
+
+    def int(self, name: str) -> int:
+        try:
+            return int(self.values[name])
+        except ValueError:
+            raise ConfigError(f"broker config {name}={self.values[name]!r}: an integer was expected") from None
+
+    def bool(self, name: str) -> bool:
+        v = self.values[name].lower()
+        if v not in ("true", "false"):
+            raise ConfigError(f"broker config {name}={self.values[name]!r}: true or false was expected")
+        return v == "true"
+
+    def log_config(self, overrides: dict[str, str] | None = None) -> dict[str, str]:
+        """The ``log.*``-derived map handed to a partition's log."""
+        cfg = {k: v for k, v in self.values.items()}
+        if overrides:
+            cfg.update(overrides)
+        return cfg
+
+
+def parse_sets(pairs: list[str]) -> dict[str, str]:
+    """``["a=b", "c=d"]`` from ``--set`` flags."""
+    out = {}
+    for p in pairs:
+        if "=" not in p:
+            raise ConfigError(f"--set {p!r}: expected key=value")
+        k, v = p.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out

@@ -1,0 +1,38 @@
+"""ApiVersions (18): the versions and features this broker really implements."""
+
+from __future__ import annotations
+
+from . import HANDLERS, handles
+from ..protocol.errors import Errors
+
+#: Feature name -> (min supported level, max supported level). Filled by the
+#: modules that implement a feature (the transaction coordinator adds
+#: ``transaction.version``), so nothing is advertised that is not there.
+SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {}
+
+
+def advertised_versions(response_cls) -> list:
+    return [response_cls.ApiVersion(api_key=k, min_version=h.advertised_min, max_version=h.max_version)
+            for k, h in sorted(HANDLERS.items())]
+
+
+def finalized_features(broker) -> dict[str, int]:
+    out = {}
+    for name, (lo, hi) in SUPPORTED_FEATURES.items():
+        level = broker.config.int(name) if name in broker.config.values else hi
+        out[name] = max(lo, min(hi, level))
+    return out
+
+
+@handles("ApiVersions")
+async def handle_api_versions(broker, ctx, req):
+    R = ctx.api.Response
+    resp = R(error_code=Errors.NONE, api_keys=advertised_versions(R))
+    if ctx.version >= 3:
+        resp.supported_features = [R.SupportedFeatureKey(name=n, min_version=lo, max_version=hi)
+                                   for n, (lo, hi) in sorted(SUPPORTED_FEATURES.items())]
+        fin = finalized_features(broker)
+        resp.finalized_features_epoch = 1 if fin else -1
+        resp.finalized_features = [R.FinalizedFeatureKey(name=n, max_version_level=lvl, min_version_level=lvl)
+                                   for n, lvl in sorted(fin.items())]
+    return resp

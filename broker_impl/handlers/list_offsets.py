@@ -1,0 +1,66 @@
+"""ListOffsets (2): earliest, latest, max timestamp, or the first offset at a time.
+
+``latest`` is the high watermark for read_uncommitted and the last stable
+offset for read_committed (what a read_committed consumer starting at
+"latest" must begin from). A timestamp with no record at or after it
+answers offset -1, timestamp -1, as Kafka does.
+"""
+
+from __future__ import annotations
+
+from . import handles
+from ..log.errors import LogError
+from ..protocol.errors import Errors
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+EARLIEST_PENDING_UPLOAD = -5
+LATEST_TIERED = -6
+READ_COMMITTED = 1
+
+
+@handles("ListOffsets")
+async def handle_list_offsets(broker, ctx, req):
+    R = ctx.api.Response
+    T = R.ListOffsetsTopicResponse
+    P = T.ListOffsetsPartitionResponse
+    committed = ctx.version >= 2 and req.isolation_level == READ_COMMITTED
+    out = []
+    for t in req.topics:
+        topic = broker.topics.get(t.name)
+        parts = []
+        for p in t.partitions:
+            pr = P(partition_index=p.partition_index, error_code=0, timestamp=-1, offset=-1, leader_epoch=-1)
+            parts.append(pr)
+            if topic is None or not 0 <= p.partition_index < len(topic.partitions):
+                pr.error_code = Errors.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            part = topic.partitions[p.partition_index]
+            if ctx.version >= 4 and p.current_leader_epoch not in (-1, part.leader_epoch):
+                pr.error_code = (Errors.FENCED_LEADER_EPOCH if p.current_leader_epoch < part.leader_epoch
+                                 else Errors.UNKNOWN_LEADER_EPOCH)
+                continue
+            plog = part.log
+            ts = p.timestamp
+            try:
+                if ts == LATEST:
+                    pr.offset = plog.last_stable_offset if committed else plog.log_end_offset
+                    pr.leader_epoch = part.leader_epoch
+                elif ts in (EARLIEST, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD):
+                    pr.offset = plog.log_start_offset
+                    pr.leader_epoch = part.leader_epoch
+                elif ts == LATEST_TIERED:
+                    pr.offset = -1
+                else:
+                    upper = plog.last_stable_offset if committed else plog.log_end_offset
+                    found = (plog.max_timestamp_offset() if ts == MAX_TIMESTAMP
+                             else plog.offset_for_timestamp(ts))
+                    if found is not None and found[0] < upper:
+                        pr.offset, pr.timestamp = found
+                        pr.leader_epoch = part.leader_epoch
+            except LogError as exc:
+                pr.error_code = exc.error_code
+        out.append(T(name=t.name, partitions=parts))
+    return R(throttle_time_ms=0, topics=out)

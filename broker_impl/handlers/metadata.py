@@ -1,0 +1,76 @@
+"""Metadata (3): brokers, topics, partitions and leaders of this one-node cluster.
+
+Auto-creation follows Kafka: a topic that does not exist is created when
+``auto.create.topics.enable`` is true and the request allows it (v4+), and
+the answer for it in that response is LEADER_NOT_AVAILABLE, so clients ask
+again, exactly as they must against real Kafka.
+"""
+
+from __future__ import annotations
+
+from . import handles
+from ..cluster.topics import validate_topic_name
+from ..protocol.errors import Errors, KafkaError
+
+ZERO_UUID = b"\x00" * 16
+NO_AUTHORIZED_OPS = -2147483648
+
+
+def topic_metadata(R, node, topic, error=Errors.NONE):
+    parts = []
+    if topic is not None and error == Errors.NONE:
+        for p in topic.partitions:
+            parts.append(R.MetadataResponseTopic.MetadataResponsePartition(
+                error_code=0, partition_index=p.index, leader_id=node, leader_epoch=p.leader_epoch,
+                replica_nodes=[node], isr_nodes=[node], offline_replicas=[]))
+    return parts
+
+
+@handles("Metadata")
+async def handle_metadata(broker, ctx, req):
+    R = ctx.api.Response
+    T = R.MetadataResponseTopic
+    out = []
+    auto_create = broker.config.bool("auto.create.topics.enable") and (
+        ctx.version < 4 or req.allow_auto_topic_creation)
+    if req.topics is None or (ctx.version == 0 and not req.topics):
+        wanted = [(t.name, None) for t in broker.topics.topics.values()]
+    else:
+        wanted = []
+        for rt in req.topics:
+            name = rt.name
+            if name is None and ctx.version >= 10 and rt.topic_id:
+                t = broker.topics.by_id.get(bytes(rt.topic_id))
+                if t is None:
+                    out.append(T(error_code=Errors.UNKNOWN_TOPIC_ID, name=None, topic_id=bytes(rt.topic_id),
+                                 topic_authorized_operations=NO_AUTHORIZED_OPS))
+                    continue
+                name = t.name
+            wanted.append((name, rt))
+    for name, _ in wanted:
+        topic = broker.topics.get(name)
+        error = Errors.NONE
+        if topic is None:
+            try:
+                validate_topic_name(name)
+                if auto_create and not name.startswith("__"):
+                    broker.topics.create(name, broker.config.int("num.partitions"))
+                    error = Errors.LEADER_NOT_AVAILABLE
+                else:
+                    error = Errors.UNKNOWN_TOPIC_OR_PARTITION
+            except KafkaError as exc:
+                error = exc.error
+        out.append(T(error_code=error, name=name,
+                     topic_id=topic.topic_id if topic is not None else ZERO_UUID,
+                     is_internal=bool(topic and topic.internal),
+                     partitions=topic_metadata(R, broker.node_id, topic, error),
+                     topic_authorized_operations=NO_AUTHORIZED_OPS))
+    return R(
+        throttle_time_ms=0,
+        brokers=[R.MetadataResponseBroker(node_id=broker.node_id, host=broker.host, port=broker.port, rack=None)],
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        topics=out,
+        cluster_authorized_operations=NO_AUTHORIZED_OPS,
+        error_code=0,
+    )

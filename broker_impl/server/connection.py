@@ -1,0 +1,148 @@
+"""One client connection: frames in, responses out, strictly in order.
+
+Kafka's SocketServer mutes a channel while one of its requests is being
+handled, so a connection's responses always come back in request order; we
+get the same by handling a connection's requests one after the other.
+
+Bad input never takes the broker down: a frame whose size is out of range,
+whose header names an unknown API or an unsupported version, or whose body
+does not parse, closes *that* connection (logged with the peer address), as
+Kafka does. The one exception is ApiVersions at a version the broker does
+not know: Kafka answers it with UNSUPPORTED_VERSION in a v0 response, so
+that the client can pick a version both sides speak.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import struct
+
+import trio
+
+from ..handlers import HANDLERS, Handler
+from ..protocol.codegen import ProtocolError
+from ..protocol.errors import Errors
+from ..protocol.messages import API, REQUEST_HEADER, RESPONSE_HEADER
+from .context import RequestContext
+
+log = logging.getLogger("kconform.broker.connection")
+
+_LEN = struct.Struct(">i")
+_HDR = struct.Struct(">hhi")
+_CONN_IDS = itertools.count(1)
+_RECV_CHUNK = 1 << 20
+
+
+class CloseConnection(Exception):
+    """The peer sent something Kafka answers by closing the connection."""
+
+
+class FrameReader:
+    """Splits a byte stream into Kafka's size-prefixed frames."""
+
+    def __init__(self, stream: trio.abc.ReceiveStream, max_bytes: int):
+        self.stream = stream
+        self.max_bytes = max_bytes
+        self.buf = bytearray()
+
+    async def _fill(self, n: int) -> bool:
+        while len(self.buf) < n:
+            data = await self.stream.receive_some(max(_RECV_CHUNK, n - len(self.buf)))
+            if not data:
+                return False
+            self.buf += data
+        return True
+
+    async def next_frame(self) -> bytes | None:
+        if not await self._fill(4):
+            if self.buf:
+                raise CloseConnection(f"connection closed inside a frame's size ({len(self.buf)} bytes)")
+            return None
+        (size,) = _LEN.unpack_from(self.buf, 0)
+        if size < 0 or size > self.max_bytes:
+            # Kafka: InvalidReceiveException, the connection is closed.
+            raise CloseConnection(f"invalid frame size {size} (socket.request.max.bytes={self.max_bytes})")
+        if not await self._fill(4 + size):
+            raise CloseConnection(f"connection closed inside a frame ({len(self.buf) - 4} of {size} bytes)")
+        frame = bytes(self.buf[4:4 + size])
+        del self.buf[:4 + size]
+        return frame
+
+
+def _encode_response(handler_api, version: int, correlation_id: int, resp) -> bytes:
+    parts: list[bytes] = [b"\x00\x00\x00\x00"]
+    w = parts.append
+    hv = handler_api.response_header_version(version)
+    if hv == 0:
+        w(_LEN.pack(correlation_id))
+    else:
+        RESPONSE_HEADER.encode_into(hv, RESPONSE_HEADER.cls(correlation_id=correlation_id), w)
+    handler_api.response.encode_into(version, resp, w)
+    data = b"".join(parts)
+    return _LEN.pack(len(data) - 4) + data[4:]
+
+
+def _unsupported_api_versions(correlation_id: int) -> bytes:
+    """ApiVersions v0 answer with UNSUPPORTED_VERSION and the versions we speak."""
+    from ..handlers.api_versions import advertised_versions
+
+    api = API["ApiVersions"]
+    resp = api.Response(error_code=Errors.UNSUPPORTED_VERSION, api_keys=advertised_versions(api.Response))
+    return _encode_response(api, 0, correlation_id, resp)
+
+
+async def serve_connection(broker, stream: trio.SocketStream) -> None:
+    conn_id = next(_CONN_IDS)
+    try:
+        host, port = stream.socket.getpeername()[:2]
+        peer = f"{host}:{port}"
+    except OSError:
+        peer = "?"
+    reader = FrameReader(stream, broker.config.int("socket.request.max.bytes"))
+    broker.connections[conn_id] = peer
+    try:
+        while True:
+            frame = await reader.next_frame()
+            if frame is None:
+                return
+            out = await _handle_frame(broker, frame, peer, conn_id)
+            if out is not None:
+                await stream.send_all(out)
+    except CloseConnection as exc:
+        log.warning("closing connection %d from %s: %s", conn_id, peer, exc)
+    except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+        pass
+    except Exception:  # a handler bug must not take other connections down
+        log.exception("closing connection %d from %s after an internal error", conn_id, peer)
+    finally:
+        broker.connections.pop(conn_id, None)
+        broker.connection_closed(conn_id)
+        with trio.CancelScope(shield=True):
+            await stream.aclose()
+
+
+async def _handle_frame(broker, frame: bytes, peer: str, conn_id: int) -> bytes | None:
+    if len(frame) < 8:
+        raise CloseConnection(f"frame of {len(frame)} bytes is shorter than a request header")
+    api_key, version, correlation_id = _HDR.unpack_from(frame, 0)
+    handler: Handler | None = HANDLERS.get(api_key)
+    if handler is None:
+        raise CloseConnection(f"unknown API key {api_key}")
+    api = handler.api
+    if not handler.min_version <= version <= handler.max_version:
+        if api_key == 18:
+            return _unsupported_api_versions(correlation_id)
+        raise CloseConnection(
+            f"unsupported version {version} of {api.name} (supported {handler.min_version}-{handler.max_version})")
+    try:
+        header, pos = REQUEST_HEADER.decode(api.request_header_version(version), frame, 0)
+        req, pos = api.request.decode(version, frame, pos)
+    except ProtocolError as exc:
+        raise CloseConnection(f"malformed {api.name} v{version} request: {exc}") from None
+    # Trailing bytes are ignored, as Kafka does (librdkafka's Metadata v13 has 3).
+    ctx = RequestContext(api, version, correlation_id, header.client_id, peer, conn_id)
+    resp = await handler.fn(broker, ctx, req)
+    if resp is None:
+        return None
+    return _encode_response(api, version, correlation_id, resp)
