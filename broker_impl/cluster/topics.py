@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,7 +118,8 @@ class TopicRegistry:
         self.by_id.pop(topic.topic_id, None)
         self._save()
         for p in topic.partitions:
-            p.log.delete()
+            p.log.close()
+            shutil.rmtree(p.log.directory, ignore_errors=True)
         return topic
 
     def get(self, name: str) -> Topic | None:

@@ -74,10 +74,11 @@ def _read_all(broker, ctx, req):
             if fp.fetch_offset >= upper or (limit <= 0 and total > 0):
                 continue
             try:
-                data = plog.read(fp.fetch_offset, limit, max_offset=upper, min_one_batch=total == 0)
+                info = plog.read(fp.fetch_offset, limit, max_offset=upper, min_one_batch=total == 0)
             except LogError as exc:
                 pr.error_code = exc.error_code
                 continue
+            data = info.records
             if data:
                 pr.records = data
                 n = len(data)
@@ -85,7 +86,7 @@ def _read_all(broker, ctx, req):
                 remaining -= n
                 if committed:
                     pr.aborted_transactions = [A(producer_id=pid, first_offset=first)
-                                               for pid, first in plog.aborted_transactions(fp.fetch_offset, upper)]
+                                               for pid, first in plog.aborted_transactions(fp.fetch_offset, info.next_offset)]
         out.append(T(topic=ft.topic, topic_id=ft.topic_id, partitions=parts))
     return out, total
 

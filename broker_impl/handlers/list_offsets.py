@@ -55,10 +55,9 @@ async def handle_list_offsets(broker, ctx, req):
                     pr.offset = -1
                 else:
                     upper = plog.last_stable_offset if committed else plog.log_end_offset
-                    found = (plog.max_timestamp_offset() if ts == MAX_TIMESTAMP
-                             else plog.offset_for_timestamp(ts))
-                    if found is not None and found[0] < upper:
-                        pr.offset, pr.timestamp = found
+                    found = plog.offset_for_timestamp(ts, max_offset=upper)
+                    if found is not None and found.offset < upper:
+                        pr.offset, pr.timestamp = found.offset, found.timestamp
                         pr.leader_epoch = part.leader_epoch
             except LogError as exc:
                 pr.error_code = exc.error_code

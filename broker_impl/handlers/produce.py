@@ -63,13 +63,13 @@ async def handle_produce(broker, ctx, req):
                     if err is not None:
                         parts.append(_partition_error(P, pd.index, err))
                         continue
-                result = plog.append_from_client(pd.records, api_version=ctx.version, now_ms=now_ms)
+                result = plog.append(pd.records, api_version=ctx.version, now_ms=now_ms)
             except LogError as exc:
                 parts.append(_partition_error(P, pd.index, exc.error_code, exc.message))
                 continue
             appended = appended or not result.duplicate
-            parts.append(P(index=pd.index, error_code=0, base_offset=result.base_offset,
-                           log_append_time_ms=result.log_append_time, log_start_offset=plog.log_start_offset))
+            parts.append(P(index=pd.index, error_code=0, base_offset=result.first_offset,
+                           log_append_time_ms=result.log_append_time, log_start_offset=result.log_start_offset))
         out.append(T(name=td.name, topic_id=td.topic_id, partition_responses=parts))
     if appended:
         broker.notify_append()

@@ -1,0 +1,49 @@
+"""FindCoordinator (10), v0-v6 (v4+ batch keys in ``coordinator_keys``, KIP-699).
+
+This broker is the only node, so it coordinates every group and every
+transactional id. As Kafka does on the first lookup of a group, the group
+coordinator's internal topic ``__consumer_offsets`` is created here. A
+transactional id gets COORDINATOR_NOT_AVAILABLE (retriable) while the broker
+runs no transaction coordinator. Key type 2 (share groups, v6) is not
+supported by this broker and reads INVALID_REQUEST, like any unknown key type.
+"""
+
+from __future__ import annotations
+
+from . import handles
+from ..protocol.errors import Errors, KafkaError
+
+GROUP = 0
+TRANSACTION = 1
+
+
+def _lookup(broker, key_type: int, key: str) -> tuple[Errors, str | None]:
+    if key_type == GROUP:
+        try:
+            broker.group_coordinator.store.ensure()
+        except KafkaError as exc:
+            return Errors.COORDINATOR_NOT_AVAILABLE, f"cannot create __consumer_offsets: {exc}"
+        return Errors.NONE, None
+    if key_type == TRANSACTION:
+        if getattr(broker, "txn_coordinator", None) is None:
+            return Errors.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
+        return Errors.NONE, None
+    return Errors.INVALID_REQUEST, f"Unsupported coordinator key type {key_type}"
+
+
+@handles("FindCoordinator")
+async def handle_find_coordinator(broker, ctx, req):
+    R = ctx.api.Response
+    key_type = req.key_type if ctx.version >= 1 else GROUP
+    if ctx.version >= 4:
+        out = []
+        for key in req.coordinator_keys or ():
+            err, msg = _lookup(broker, key_type, key)
+            ok = err is Errors.NONE
+            out.append(R.Coordinator(key=key, node_id=broker.node_id if ok else -1, host=broker.host if ok else "",
+                                     port=broker.port if ok else -1, error_code=err, error_message=msg))
+        return R(throttle_time_ms=0, coordinators=out)
+    err, msg = _lookup(broker, key_type, req.key)
+    ok = err is Errors.NONE
+    return R(throttle_time_ms=0, error_code=err, error_message=msg, node_id=broker.node_id if ok else -1,
+             host=broker.host if ok else "", port=broker.port if ok else -1)

@@ -1,0 +1,113 @@
+"""Classic group membership APIs: JoinGroup (11), Heartbeat (12), LeaveGroup (13),
+SyncGroup (14), DescribeGroups (15), ListGroups (16).
+
+Handlers translate between the wire messages and
+:class:`~broker_impl.coordinators.group.GroupCoordinator`; the rules live there.
+All schema versions are implemented (they only add fields): JoinGroup 0-9,
+Heartbeat 0-4, LeaveGroup 0-5, SyncGroup 0-5, DescribeGroups 0-6, ListGroups 0-5.
+"""
+
+from __future__ import annotations
+
+from . import handles
+from ..protocol.errors import Errors
+
+
+def _client_host(ctx) -> str:
+    """Kafka reports the member's address as ``/ip`` (``InetAddress.toString``)."""
+    host = ctx.peer.rsplit(":", 1)[0] if ctx.peer and ctx.peer != "?" else ""
+    return "/" + host.strip("[]") if host else ""
+
+
+@handles("JoinGroup")
+async def handle_join_group(broker, ctx, req):
+    R = ctx.api.Response
+    v = ctx.version
+    # v0 has no rebalance timeout: the session timeout serves as both (Kafka's rule).
+    rebalance_timeout = req.rebalance_timeout_ms if v >= 1 and req.rebalance_timeout_ms >= 0 else req.session_timeout_ms
+    result = await broker.group_coordinator.join_group(
+        group_id=req.group_id, member_id=req.member_id or "", group_instance_id=req.group_instance_id,
+        client_id=ctx.client_id, client_host=_client_host(ctx), session_timeout_ms=req.session_timeout_ms,
+        rebalance_timeout_ms=rebalance_timeout, protocol_type=req.protocol_type or "",
+        protocols=[(p.name, bytes(p.metadata)) for p in req.protocols or ()],
+        require_known_member_id=v >= 4, supports_skip_assignment=v >= 9)
+    protocol_name = result.protocol_name
+    if protocol_name is None and v < 7:
+        protocol_name = ""     # not nullable before v7
+    M = R.JoinGroupResponseMember
+    return R(throttle_time_ms=0, error_code=result.error, generation_id=result.generation_id,
+             protocol_type=result.protocol_type, protocol_name=protocol_name, leader=result.leader,
+             skip_assignment=result.skip_assignment, member_id=result.member_id,
+             members=[M(member_id=mid, group_instance_id=iid, metadata=md) for mid, iid, md in result.members])
+
+
+@handles("SyncGroup")
+async def handle_sync_group(broker, ctx, req):
+    R = ctx.api.Response
+    assignments = {a.member_id: bytes(a.assignment) for a in req.assignments or ()}
+    result = await broker.group_coordinator.sync_group(
+        group_id=req.group_id, generation_id=req.generation_id, member_id=req.member_id,
+        group_instance_id=req.group_instance_id, protocol_type=req.protocol_type,
+        protocol_name=req.protocol_name, assignments=assignments)
+    return R(throttle_time_ms=0, error_code=result.error, protocol_type=result.protocol_type,
+             protocol_name=result.protocol_name, assignment=result.assignment)
+
+
+@handles("Heartbeat")
+async def handle_heartbeat(broker, ctx, req):
+    err = broker.group_coordinator.heartbeat(group_id=req.group_id, member_id=req.member_id,
+                                             group_instance_id=req.group_instance_id,
+                                             generation_id=req.generation_id)
+    return ctx.api.Response(throttle_time_ms=0, error_code=err)
+
+
+@handles("LeaveGroup")
+async def handle_leave_group(broker, ctx, req):
+    R = ctx.api.Response
+    if ctx.version < 3:
+        members = [(req.member_id, None)]
+    else:
+        members = [(m.member_id, m.group_instance_id) for m in req.members or ()]
+    top, errors = broker.group_coordinator.leave_group(req.group_id, members)
+    if ctx.version < 3:
+        # One member, one error: the member's error is the response's error.
+        if top is Errors.NONE and errors:
+            top = errors[0]
+        return R(throttle_time_ms=0, error_code=top)
+    MR = R.MemberResponse
+    out = [MR(member_id=mid, group_instance_id=iid, error_code=e) for (mid, iid), e in zip(members, errors)]
+    return R(throttle_time_ms=0, error_code=top, members=out)
+
+
+@handles("DescribeGroups")
+async def handle_describe_groups(broker, ctx, req):
+    R = ctx.api.Response
+    G = R.DescribedGroup
+    M = G.DescribedGroupMember
+    out = []
+    for gid in req.groups or ():
+        d = broker.group_coordinator.describe_group(gid, ctx.version)
+        out.append(G(error_code=d.error, error_message=d.error_message, group_id=d.group_id, group_state=d.state,
+                     protocol_type=d.protocol_type, protocol_data=d.protocol_data,
+                     members=[M(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+                                client_host=m.client_host, member_metadata=m.metadata,
+                                member_assignment=m.assignment) for m in d.members],
+                     # No ACLs here: every operation is allowed when asked for (v3+).
+                     authorized_operations=_ALL_GROUP_OPERATIONS if req.include_authorized_operations
+                     else -2147483648))
+    return R(throttle_time_ms=0, groups=out)
+
+
+# Kafka's AclOperation bits a group supports: READ (3), DELETE (6), DESCRIBE (8).
+_ALL_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+
+
+@handles("ListGroups")
+async def handle_list_groups(broker, ctx, req):
+    R = ctx.api.Response
+    G = R.ListedGroup
+    states = req.states_filter if ctx.version >= 4 else None
+    types = req.types_filter if ctx.version >= 5 else None
+    groups = broker.group_coordinator.list_groups(states, types)
+    return R(throttle_time_ms=0, error_code=Errors.NONE,
+             groups=[G(group_id=g, protocol_type=pt, group_state=st, group_type=ty) for g, pt, st, ty in groups])

@@ -1,0 +1,137 @@
+"""Committed offsets: OffsetCommit (8) v2-v10 and OffsetFetch (9) v1-v10.
+
+Every schema version is implemented. v10 of both names topics by topic id
+(KIP-848): the id is resolved through the topic registry and an unknown id
+reads UNKNOWN_TOPIC_ID, as in Kafka; offsets are still kept by topic name
+(that is what ``__consumer_offsets`` records hold).
+
+As Kafka's KafkaApis does before calling the coordinator, OffsetCommit checks
+that each topic exists (UNKNOWN_TOPIC_OR_PARTITION otherwise); partitions are
+not checked.
+"""
+
+from __future__ import annotations
+
+from . import handles
+from ..protocol.errors import Errors
+
+_ZERO_UUID = b"\x00" * 16
+
+
+def _resolve(broker, version: int, by_id_from: int, name, topic_id):
+    """(name, topic_id, error) of a request topic."""
+    if version >= by_id_from:
+        t = broker.topics.by_id.get(bytes(topic_id))
+        if t is None:
+            return None, topic_id, Errors.UNKNOWN_TOPIC_ID
+        return t.name, topic_id, Errors.NONE
+    t = broker.topics.get(name)
+    if t is None:
+        return name, _ZERO_UUID, Errors.UNKNOWN_TOPIC_OR_PARTITION
+    return name, t.topic_id, Errors.NONE
+
+
+@handles("OffsetCommit")
+async def handle_offset_commit(broker, ctx, req):
+    R = ctx.api.Response
+    T = R.OffsetCommitResponseTopic
+    P = T.OffsetCommitResponsePartition
+    v = ctx.version
+    entries = []
+    resolved = []
+    for td in req.topics or ():
+        name, tid, err = _resolve(broker, v, 10, td.name, td.topic_id)
+        resolved.append((td, name, tid, err))
+        if err is Errors.NONE:
+            for pd in td.partitions or ():
+                entries.append((name, pd.partition_index, pd.committed_offset,
+                                pd.committed_leader_epoch if v >= 6 else -1, pd.committed_metadata))
+    results = {}
+    if entries:
+        results = broker.group_coordinator.commit_offsets(
+            group_id=req.group_id, member_id=req.member_id or "", group_instance_id=req.group_instance_id,
+            generation_id=req.generation_id_or_member_epoch,
+            retention_time_ms=req.retention_time_ms if v <= 4 else -1, offsets=entries, api_version=v)
+    out = []
+    for td, name, tid, err in resolved:
+        parts = [P(partition_index=pd.partition_index,
+                   error_code=err if err is not Errors.NONE else results.get((name, pd.partition_index), Errors.NONE))
+                 for pd in td.partitions or ()]
+        out.append(T(name=td.name, topic_id=td.topic_id, partitions=parts))
+    return R(throttle_time_ms=0, topics=out)
+
+
+def _fetch_group(broker, version: int, group_id: str, topics, require_stable: bool):
+    """Run one group's fetch; returns (group error, [(name, topic_id, [(p, off, epoch, md, err)])])."""
+    gc = broker.group_coordinator
+    by_id = version >= 10
+    if topics is None:
+        err, res = gc.fetch_offsets(group_id, None, require_stable)
+        out = []
+        for name, parts in res:
+            t = broker.topics.get(name)
+            if by_id and t is None:
+                continue       # a deleted topic has no id to answer with
+            out.append((name, t.topic_id if t is not None else _ZERO_UUID, parts))
+        return err, out
+    wanted = []
+    unknown = {}
+    for td in topics:
+        if by_id:
+            t = broker.topics.by_id.get(bytes(td.topic_id))
+            if t is None:
+                unknown[len(wanted)] = td
+                wanted.append((None, td.topic_id, list(td.partition_indexes or ())))
+                continue
+            wanted.append((t.name, td.topic_id, list(td.partition_indexes or ())))
+        else:
+            wanted.append((td.name, _ZERO_UUID, list(td.partition_indexes or ())))
+    err, res = gc.fetch_offsets(group_id, [(n, ps) for n, _tid, ps in wanted if n is not None], require_stable)
+    it = iter(res)
+    out = []
+    for i, (name, tid, ps) in enumerate(wanted):
+        if i in unknown:
+            out.append((name, tid, [(p, -1, -1, "", Errors.UNKNOWN_TOPIC_ID) for p in ps]))
+        else:
+            _n, parts = next(it, (name, []))
+            out.append((name, tid, parts))
+    return err, out
+
+
+@handles("OffsetFetch")
+async def handle_offset_fetch(broker, ctx, req):
+    R = ctx.api.Response
+    v = ctx.version
+    require_stable = bool(req.require_stable) if v >= 7 else False
+    if v >= 8:
+        G = R.OffsetFetchResponseGroup
+        T = G.OffsetFetchResponseTopics
+        P = T.OffsetFetchResponsePartitions
+        groups = []
+        for g in req.groups or ():
+            err, res = _fetch_group(broker, v, g.group_id, g.topics, require_stable)
+            topics = [] if err is not Errors.NONE else [
+                T(name=name or "", topic_id=tid,
+                  partitions=[P(partition_index=p, committed_offset=off, committed_leader_epoch=ep, metadata=md,
+                                error_code=e) for p, off, ep, md, e in parts])
+                for name, tid, parts in res]
+            groups.append(G(group_id=g.group_id, topics=topics, error_code=err))
+        return R(throttle_time_ms=0, groups=groups)
+    T = R.OffsetFetchResponseTopic
+    P = T.OffsetFetchResponsePartition
+    topics_req = req.topics
+    if topics_req is None and v < 2:
+        topics_req = []
+    err, res = _fetch_group(broker, v, req.group_id, topics_req, require_stable)
+    if err is not Errors.NONE:
+        if v >= 2:
+            return R(throttle_time_ms=0, topics=[], error_code=err)
+        # v1 has no top-level error: every requested partition carries it.
+        return R(throttle_time_ms=0, topics=[
+            T(name=td.name, partitions=[P(partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
+                                          metadata="", error_code=err) for p in td.partition_indexes or ()])
+            for td in req.topics or ()])
+    topics = [T(name=name, partitions=[P(partition_index=p, committed_offset=off, committed_leader_epoch=ep,
+                                         metadata=md, error_code=e) for p, off, ep, md, e in parts])
+              for name, _tid, parts in res]
+    return R(throttle_time_ms=0, topics=topics, error_code=Errors.NONE)

@@ -1,0 +1,285 @@
+"""Per-segment indexes in Kafka's on-disk formats, mirrored in memory (arrays + bisect).
+
+- ``OffsetIndex`` (``.index``): entries of (relative offset int32, position int32); the offset
+  is the LAST offset of the batch(es) appended at that position, as LogSegment.append writes it.
+  One entry every ``index.interval.bytes`` of log. Sparse: it bounds lookups and lets tools read
+  the log like Kafka's; the segment's exact per-batch arrays serve the hot path.
+- ``TimeIndex`` (``.timeindex``): entries of (timestamp int64, relative offset int32), appended
+  with the offset index when the segment's max timestamp has grown; strictly increasing.
+- ``TransactionIndex`` (``.txnindex``): aborted transactions whose ABORT marker is in this
+  segment: (version int16 = 0, producerId int64, firstOffset int64, lastOffset int64,
+  lastStableOffset int64). Created lazily: a missing file means no aborted transaction, as in
+  Kafka.
+
+Kafka preallocates index files and trims them at close; these files simply grow, which Kafka's
+readers accept (the size stays a multiple of the entry size).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from array import array
+from bisect import bisect_left, bisect_right
+from typing import NamedTuple
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+_TXN_ENTRY = struct.Struct(">hqqqq")
+
+OFFSET_ENTRY_SIZE = _OFFSET_ENTRY.size  # 8
+TIME_ENTRY_SIZE = _TIME_ENTRY.size  # 12
+TXN_ENTRY_SIZE = _TXN_ENTRY.size  # 34
+
+
+class CorruptIndexError(Exception):
+    """An index file failed its sanity check; the segment rebuilds it from the log."""
+
+
+def _open_append(path: str) -> int:
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+
+
+class OffsetIndex:
+    """Sparse map relative offset -> file position for one segment."""
+
+    def __init__(self, path: str, base_offset: int):
+        self.path = path
+        self.base_offset = base_offset
+        self.offsets = array("q")  # absolute offsets
+        self.positions = array("q")
+        self._fd: int | None = None
+
+    # --- loading / sanity ---
+    def load(self, log_size: int) -> None:
+        """Read the file; raise CorruptIndexError when it cannot be trusted (Kafka's
+        OffsetIndex.sanityCheck plus: positions inside the log, offsets increasing)."""
+        with open(self.path, "rb") as f:
+            data = f.read()
+        if len(data) % OFFSET_ENTRY_SIZE:
+            raise CorruptIndexError(f"{self.path}: size {len(data)} is not a multiple of 8")
+        offsets = array("q")
+        positions = array("q")
+        last_off, last_pos = -1, -1
+        for rel, pos in _OFFSET_ENTRY.iter_unpack(data):
+            off = self.base_offset + rel
+            if rel < 0 or off <= last_off or pos < last_pos or pos >= max(log_size, 1):
+                raise CorruptIndexError(f"{self.path}: inconsistent entry ({off}, {pos})")
+            offsets.append(off)
+            positions.append(pos)
+            last_off, last_pos = off, pos
+        self.offsets, self.positions = offsets, positions
+
+    def reset(self) -> None:
+        """Empty the index (memory and file), before a rebuild."""
+        self.close()
+        self.offsets = array("q")
+        self.positions = array("q")
+        with open(self.path, "wb"):
+            pass
+
+    # --- writing ---
+    def append(self, offset: int, position: int) -> None:
+        if self.offsets and offset <= self.offsets[-1]:
+            return
+        if self._fd is None:
+            self._fd = _open_append(self.path)
+        os.write(self._fd, _OFFSET_ENTRY.pack(offset - self.base_offset, position))
+        self.offsets.append(offset)
+        self.positions.append(position)
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop entries whose offset >= ``offset`` (used when the log is truncated)."""
+        n = bisect_left(self.offsets, offset)
+        if n == len(self.offsets):
+            return
+        del self.offsets[n:]
+        del self.positions[n:]
+        self.close()
+        os.truncate(self.path, n * OFFSET_ENTRY_SIZE)
+
+    # --- reading ---
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """Largest entry with offset <= ``offset`` as (offset, position); (base, 0) if none.
+        The batch containing ``offset`` starts at or after that position."""
+        i = bisect_right(self.offsets, offset)
+        if i == 0:
+            return self.base_offset, 0
+        return self.offsets[i - 1], self.positions[i - 1]
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    @property
+    def size_bytes(self) -> int:
+        return len(self.offsets) * OFFSET_ENTRY_SIZE
+
+    def flush(self) -> None:
+        if self._fd is not None:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+class TimeIndex:
+    """Sparse map timestamp -> offset for one segment, timestamps strictly increasing."""
+
+    def __init__(self, path: str, base_offset: int):
+        self.path = path
+        self.base_offset = base_offset
+        self.timestamps = array("q")
+        self.offsets = array("q")
+        self._fd: int | None = None
+
+    def load(self, next_offset: int | None = None) -> None:
+        with open(self.path, "rb") as f:
+            data = f.read()
+        if len(data) % TIME_ENTRY_SIZE:
+            raise CorruptIndexError(f"{self.path}: size {len(data)} is not a multiple of 12")
+        ts_arr, off_arr = array("q"), array("q")
+        last_ts = -(1 << 63)
+        last_off = -1
+        for ts, rel in _TIME_ENTRY.iter_unpack(data):
+            off = self.base_offset + rel
+            if ts <= last_ts or off < last_off or rel < 0 or (
+                    next_offset is not None and off >= next_offset):
+                raise CorruptIndexError(f"{self.path}: inconsistent entry ({ts}, {off})")
+            ts_arr.append(ts)
+            off_arr.append(off)
+            last_ts, last_off = ts, off
+        self.timestamps, self.offsets = ts_arr, off_arr
+
+    def reset(self) -> None:
+        self.close()
+        self.timestamps = array("q")
+        self.offsets = array("q")
+        with open(self.path, "wb"):
+            pass
+
+    def maybe_append(self, timestamp: int, offset: int) -> None:
+        """Append (timestamp, offset) if the timestamp is larger than the last entry's."""
+        if self.timestamps and timestamp <= self.timestamps[-1]:
+            return
+        if timestamp < 0:
+            return
+        if self._fd is None:
+            self._fd = _open_append(self.path)
+        os.write(self._fd, _TIME_ENTRY.pack(timestamp, offset - self.base_offset))
+        self.timestamps.append(timestamp)
+        self.offsets.append(offset)
+
+    def truncate_to(self, offset: int) -> None:
+        n = len(self.offsets)
+        keep = n
+        while keep > 0 and self.offsets[keep - 1] >= offset:
+            keep -= 1
+        if keep == n:
+            return
+        del self.timestamps[keep:]
+        del self.offsets[keep:]
+        self.close()
+        os.truncate(self.path, keep * TIME_ENTRY_SIZE)
+
+    def offset_before(self, timestamp: int) -> int:
+        """Offset of the last entry whose timestamp is strictly below ``timestamp`` (every record
+        up to that offset is older than ``timestamp``), or the base offset."""
+        i = bisect_left(self.timestamps, timestamp)
+        if i == 0:
+            return self.base_offset
+        return self.offsets[i - 1]
+
+    def __len__(self) -> int:
+        return len(self.timestamps)
+
+    @property
+    def size_bytes(self) -> int:
+        return len(self.timestamps) * TIME_ENTRY_SIZE
+
+    def flush(self) -> None:
+        if self._fd is not None:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+class AbortedTxn(NamedTuple):
+    producer_id: int
+    first_offset: int
+    last_offset: int  # offset of the ABORT marker
+    last_stable_offset: int  # LSO right after the abort
+
+
+class TransactionIndex:
+    """Aborted transactions whose ABORT marker lies in one segment."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.entries: list[AbortedTxn] = []
+        self._fd: int | None = None
+
+    def load(self) -> None:
+        if not os.path.exists(self.path):
+            self.entries = []
+            return
+        with open(self.path, "rb") as f:
+            data = f.read()
+        usable = len(data) - len(data) % TXN_ENTRY_SIZE
+        entries = []
+        for version, pid, first, last, lso in _TXN_ENTRY.iter_unpack(data[:usable]):
+            if version != 0:
+                raise CorruptIndexError(f"{self.path}: unknown aborted txn version {version}")
+            entries.append(AbortedTxn(pid, first, last, lso))
+        self.entries = entries
+        if usable != len(data):  # torn last entry: drop it
+            os.truncate(self.path, usable)
+
+    def reset(self) -> None:
+        self.close()
+        self.entries = []
+        if os.path.exists(self.path):
+            os.unlink(self.path)
+
+    def append(self, txn: AbortedTxn) -> None:
+        if self.entries and txn.last_offset <= self.entries[-1].last_offset:
+            raise ValueError(f"aborted txn {txn} is not after {self.entries[-1]}")
+        if self._fd is None:
+            self._fd = _open_append(self.path)
+        os.write(self._fd, _TXN_ENTRY.pack(0, *txn))
+        self.entries.append(txn)
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop aborted txns whose marker offset >= ``offset``."""
+        keep = [t for t in self.entries if t.last_offset < offset]
+        if len(keep) == len(self.entries):
+            return
+        self.entries = keep
+        self.close()
+        os.truncate(self.path, len(keep) * TXN_ENTRY_SIZE)
+
+    def collect_aborted_txns(self, fetch_offset: int,
+                             upper_bound_offset: int) -> tuple[list[AbortedTxn], bool]:
+        """Kafka's TransactionIndex.collectAbortedTxns: txns overlapping
+        [fetch_offset, upper_bound_offset), and whether the search is complete (an entry whose
+        LSO reaches the upper bound proves no later segment can add an overlapping txn)."""
+        out = []
+        for txn in self.entries:
+            if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound_offset:
+                out.append(txn)
+            if txn.last_stable_offset >= upper_bound_offset:
+                return out, True
+        return out, False
+
+    def flush(self) -> None:
+        if self._fd is not None:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
