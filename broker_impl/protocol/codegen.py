@@ -62,7 +62,7 @@ def read_uvarint(buf, pos: int) -> tuple[int, int]:
         if b < 0x80:
             return result, pos
         shift += 7
-        if shift > 35:
+        if shift > 28:  # at most 5 bytes, as Kafka's ByteUtils.readUnsignedVarint
             raise ProtocolError("unsigned varint is too long")
 
 
@@ -202,6 +202,7 @@ class _Gen:
             lines.append("        tag, pos = _uv(buf, pos)")
             lines.append("        sz, pos = _uv(buf, pos)")
             lines.append("        end = pos + sz")
+            lines.append("        if end > len(buf): raise ProtocolError('tagged field overruns the frame')")
             kw = "if"
             for f in tagged:
                 lines.append(f"        {kw} tag == {f.tag}:")
@@ -261,7 +262,7 @@ class _Gen:
             lines.append(f"{ind}else:")
             lines.append(f"{ind}    if pos + {n} > len(buf): raise ProtocolError('field {f.name} overruns the frame')")
             if t == "string":
-                lines.append(f"{ind}    {tgt} = buf[pos:pos + {n}].decode('utf-8'); pos += {n}")
+                lines.append(f"{ind}    {tgt} = str(buf[pos:pos + {n}], 'utf-8'); pos += {n}")
             else:
                 lines.append(f"{ind}    {tgt} = buf[pos:pos + {n}]; pos += {n}")
         else:  # struct

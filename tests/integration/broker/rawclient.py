@@ -1,0 +1,71 @@
+"""A blocking raw Kafka connection built on the project's codec, for tests that
+must send exactly the bytes they choose (bad frames, replayed batches)."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+from broker_impl.protocol.messages import API, REQUEST_HEADER, RESPONSE_HEADER
+
+
+class RawConnection:
+    def __init__(self, bootstrap: str, timeout: float = 10.0):
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.correlation_id = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def recv_frame(self) -> bytes | None:
+        """One response frame, or None when the broker closed the connection."""
+        head = self._recv_exact(4)
+        if head is None:
+            return None
+        (n,) = struct.unpack(">i", head)
+        return self._recv_exact(n)
+
+    def _recv_exact(self, n: int) -> bytes | None:
+        buf = b""
+        while len(buf) < n:
+            try:
+                chunk = self.sock.recv(n - len(buf))
+            except ConnectionResetError:
+                return None
+            if not chunk:
+                return None
+            buf += chunk
+        return buf
+
+    def encode_request(self, api_name: str, version: int, body) -> bytes:
+        api = API[api_name]
+        self.correlation_id += 1
+        hdr = REQUEST_HEADER.cls(request_api_key=api.key, request_api_version=version,
+                                 correlation_id=self.correlation_id, client_id="kconform-test")
+        payload = (REQUEST_HEADER.encode(api.request_header_version(version), hdr)
+                   + api.request.encode(version, body))
+        return struct.pack(">i", len(payload)) + payload
+
+    def request(self, api_name: str, version: int, body, expect_response: bool = True):
+        self.send_raw(self.encode_request(api_name, version, body))
+        if not expect_response:
+            return None
+        frame = self.recv_frame()
+        if frame is None:
+            raise ConnectionError("broker closed the connection")
+        api = API[api_name]
+        hv = api.response_header_version(version)
+        header, pos = RESPONSE_HEADER.decode(hv, frame, 0)
+        assert header.correlation_id == self.correlation_id
+        resp, _ = api.response.decode(version, frame, pos)
+        return resp
