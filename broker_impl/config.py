@@ -33,6 +33,8 @@ DEFAULTS: dict[str, str] = {
     "offsets.topic.num.partitions": "50",
     "offsets.topic.replication.factor": "3",
     "offsets.retention.minutes": "10080",
+    "offsets.retention.check.interval.ms": "600000",
+    "offset.metadata.max.bytes": "4096",
     "group.initial.rebalance.delay.ms": "3000",
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",
@@ -52,6 +54,8 @@ DEFAULTS: dict[str, str] = {
     "fetch.max.bytes": "57671680",
     "connections.max.idle.ms": "600000",
     "cluster.id": "kconform-embedded-cluster",
+    # empty: advertise the bound address; "PLAINTEXT://HOST:PORT" to put a proxy in front
+    "advertised.listeners": "",
 }
 
 

@@ -35,15 +35,16 @@ def _lookup(broker, key_type: int, key: str) -> tuple[Errors, str | None]:
 async def handle_find_coordinator(broker, ctx, req):
     R = ctx.api.Response
     key_type = req.key_type if ctx.version >= 1 else GROUP
+    host, port = broker.advertised_address
     if ctx.version >= 4:
         out = []
         for key in req.coordinator_keys or ():
             err, msg = _lookup(broker, key_type, key)
             ok = err is Errors.NONE
-            out.append(R.Coordinator(key=key, node_id=broker.node_id if ok else -1, host=broker.host if ok else "",
-                                     port=broker.port if ok else -1, error_code=err, error_message=msg))
+            out.append(R.Coordinator(key=key, node_id=broker.node_id if ok else -1, host=host if ok else "",
+                                     port=port if ok else -1, error_code=err, error_message=msg))
         return R(throttle_time_ms=0, coordinators=out)
     err, msg = _lookup(broker, key_type, req.key)
     ok = err is Errors.NONE
     return R(throttle_time_ms=0, error_code=err, error_message=msg, node_id=broker.node_id if ok else -1,
-             host=broker.host if ok else "", port=broker.port if ok else -1)
+             host=host if ok else "", port=port if ok else -1)

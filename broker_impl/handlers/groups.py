@@ -1,10 +1,11 @@
 """Classic group membership APIs: JoinGroup (11), Heartbeat (12), LeaveGroup (13),
-SyncGroup (14), DescribeGroups (15), ListGroups (16).
+SyncGroup (14), DescribeGroups (15), ListGroups (16), DeleteGroups (42).
 
 Handlers translate between the wire messages and
 :class:`~broker_impl.coordinators.group.GroupCoordinator`; the rules live there.
 All schema versions are implemented (they only add fields): JoinGroup 0-9,
-Heartbeat 0-4, LeaveGroup 0-5, SyncGroup 0-5, DescribeGroups 0-6, ListGroups 0-5.
+Heartbeat 0-4, LeaveGroup 0-5, SyncGroup 0-5, DescribeGroups 0-6, ListGroups 0-5,
+DeleteGroups 0-2.
 """
 
 from __future__ import annotations
@@ -111,3 +112,11 @@ async def handle_list_groups(broker, ctx, req):
     groups = broker.group_coordinator.list_groups(states, types)
     return R(throttle_time_ms=0, error_code=Errors.NONE,
              groups=[G(group_id=g, protocol_type=pt, group_state=st, group_type=ty) for g, pt, st, ty in groups])
+
+
+@handles("DeleteGroups")
+async def handle_delete_groups(broker, ctx, req):
+    R = ctx.api.Response
+    out = [R.DeletableGroupResult(group_id=g, error_code=broker.group_coordinator.delete_group(g))
+           for g in req.groups_names or ()]
+    return R(throttle_time_ms=0, results=out)

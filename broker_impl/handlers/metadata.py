@@ -65,9 +65,10 @@ async def handle_metadata(broker, ctx, req):
                      is_internal=bool(topic and topic.internal),
                      partitions=topic_metadata(R, broker.node_id, topic, error),
                      topic_authorized_operations=NO_AUTHORIZED_OPS))
+    host, port = broker.advertised_address
     return R(
         throttle_time_ms=0,
-        brokers=[R.MetadataResponseBroker(node_id=broker.node_id, host=broker.host, port=broker.port, rack=None)],
+        brokers=[R.MetadataResponseBroker(node_id=broker.node_id, host=host, port=port, rack=None)],
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
         topics=out,

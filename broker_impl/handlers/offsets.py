@@ -1,4 +1,4 @@
-"""Committed offsets: OffsetCommit (8) v2-v10 and OffsetFetch (9) v1-v10.
+"""Committed offsets: OffsetCommit (8) v2-v10, OffsetFetch (9) v1-v10, OffsetDelete (47) v0.
 
 Every schema version is implemented. v10 of both names topics by topic id
 (KIP-848): the id is resolved through the topic registry and an unknown id
@@ -135,3 +135,28 @@ async def handle_offset_fetch(broker, ctx, req):
                                          metadata=md, error_code=e) for p, off, ep, md, e in parts])
               for name, _tid, parts in res]
     return R(throttle_time_ms=0, topics=topics, error_code=Errors.NONE)
+
+
+@handles("OffsetDelete")
+async def handle_offset_delete(broker, ctx, req):
+    """OffsetDelete (47): unknown topics read UNKNOWN_TOPIC_OR_PARTITION (KafkaApis' check);
+    the group rules are the coordinator's."""
+    R = ctx.api.Response
+    T = R.OffsetDeleteResponseTopic
+    P = T.OffsetDeleteResponsePartition
+    wanted = []
+    for td in req.topics or ():
+        if broker.topics.get(td.name) is not None:
+            wanted.extend((td.name, pd.partition_index) for pd in td.partitions or ())
+    err, results = broker.group_coordinator.delete_offsets(req.group_id, wanted)
+    if err is not Errors.NONE:
+        return R(error_code=err, throttle_time_ms=0, topics=[])
+    topics = []
+    for td in req.topics or ():
+        known = broker.topics.get(td.name) is not None
+        topics.append(T(name=td.name, partitions=[
+            P(partition_index=pd.partition_index,
+              error_code=results.get((td.name, pd.partition_index), Errors.NONE) if known
+              else Errors.UNKNOWN_TOPIC_OR_PARTITION)
+            for pd in td.partitions or ()]))
+    return R(error_code=Errors.NONE, throttle_time_ms=0, topics=topics)

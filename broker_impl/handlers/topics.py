@@ -93,6 +93,7 @@ async def handle_delete_topics(broker, ctx, req):
                 raise KafkaError(Errors.INVALID_TOPIC_EXCEPTION, f"Cannot delete internal topic {name}")
             topic = broker.topics.delete(name)
             res.topic_id = topic.topic_id
+            broker.group_coordinator.on_topics_deleted({name})
         except KafkaError as exc:
             res.error_code = exc.error
             res.error_message = exc.message

@@ -50,6 +50,21 @@ class Broker:
         from ..coordinators.group import GroupCoordinator
 
         self.group_coordinator = GroupCoordinator(self)
+        from ..coordinators.transaction import TransactionCoordinator
+        from ..faults import FAULTS
+
+        FAULTS.configure(config.values)
+        self.txn_coordinator = TransactionCoordinator(self)
+
+    @property
+    def advertised_address(self) -> tuple[str, int]:
+        """What Metadata and FindCoordinator tell clients to connect to."""
+        adv = self.config.str("advertised.listeners").strip()
+        if not adv:
+            return self.host, self.port
+        hostport = adv.split(",")[0].split("://", 1)[-1]
+        host, _, port = hostport.rpartition(":")
+        return host, int(port)
 
     # -- notifications ---------------------------------------------------
     def notify_append(self) -> None:
@@ -81,6 +96,7 @@ class Broker:
                     partial(trio.serve_tcp, lambda s: serve_connection(self, s), self.port, host=self.host))
                 self.port = listeners[0].socket.getsockname()[1]
                 await self.group_coordinator.start(nursery)
+                await self.txn_coordinator.start(nursery)
                 task_status.started(self.port)
         finally:
             self.close()

@@ -71,7 +71,8 @@ class FrameReader:
 
 
 def _encode_response(handler_api, version: int, correlation_id: int, resp) -> bytes:
-    parts: list[bytes] = [b"\x00\x00\x00\x00"]
+    """Size prefix + response header + body, joined in one copy (Fetch bodies are large)."""
+    parts: list[bytes] = [b""]
     w = parts.append
     hv = handler_api.response_header_version(version)
     if hv == 0:
@@ -79,8 +80,8 @@ def _encode_response(handler_api, version: int, correlation_id: int, resp) -> by
     else:
         RESPONSE_HEADER.encode_into(hv, RESPONSE_HEADER.cls(correlation_id=correlation_id), w)
     handler_api.response.encode_into(version, resp, w)
-    data = b"".join(parts)
-    return _LEN.pack(len(data) - 4) + data[4:]
+    parts[0] = _LEN.pack(sum(map(len, parts)))
+    return b"".join(parts)
 
 
 def _unsupported_api_versions(correlation_id: int) -> bytes:
