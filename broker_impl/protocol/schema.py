@@ -162,7 +162,8 @@ def _build_struct(name: str, fields_json: list, common: dict[str, list]) -> Stru
             name=fj["name"],
             attr=snake(fj["name"]),
             type=ftype,
-            versions=Versions.parse(fj.get("versions")),
+            # Kafka's generator: a tagged field without "versions" exists in its taggedVersions
+            versions=Versions.parse(fj.get("versions", fj.get("taggedVersions"))),
             nullable=nullable,
             tagged=Versions.parse(fj.get("taggedVersions")),
             tag=fj.get("tag"),

@@ -1,0 +1,494 @@
+"""Kafka's TransactionCoordinator (core/.../coordinator/transaction/TransactionCoordinator.scala,
+Kafka 4.3 rules) for the embedded single-node broker.
+
+Each public method decides exactly what Kafka's does, including which error code each state
+and version gets; the wire-level version mapping (PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH for
+old clients, ...) is in ``handlers/transactions.py`` and ``handlers/init_producer_id.py``.
+
+Client transaction version (KIP-890): EndTxn v5+ and AddPartitionsToTxn v4+ (broker to broker,
+i.e. Produce v12's implicit add) are TV2, everything older is TV1 — so librdkafka (EndTxn v1,
+Produce v10) gets the classic rules on a broker whose finalized ``transaction.version`` is 2,
+as on Kafka 4. Coordinator-initiated aborts (timeouts, fencing) use the finalized level.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from ..faults import FAULTS
+from ..handlers.api_versions import SUPPORTED_FEATURES
+from ..log import records as rec
+from ..protocol.errors import Errors
+from .transaction_log import java_string_hash
+from .transaction_markers import GROUP_METADATA_TOPIC, TransactionMarkerChannelManager
+from .transaction_metadata import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    SHORT_MAX,
+    TV_0,
+    TV_2,
+    CoordinatorError,
+    TransactionMetadata,
+    TransactionState,
+    is_epoch_exhausted,
+    supports_epoch_bump,
+)
+from .transaction_state_manager import TransactionStateManager, now_ms
+
+log = logging.getLogger("kconform.txn")
+S = TransactionState
+
+#: The transaction coordinator implements transaction.version 0..2; ApiVersions v3+ advertises
+#: it and finalizes the broker config ``transaction.version`` (default 2, as Kafka 4).
+SUPPORTED_FEATURES["transaction.version"] = (0, 2)
+
+# AddPartitionsToTxnManager.TransactionSupportedOperation
+DEFAULT_ERROR = 0          # Produce <= v10: TRANSACTION_ABORTABLE becomes INVALID_TXN_STATE
+GENERIC_ERROR_SUPPORTED = 1  # Produce v11 / TxnOffsetCommit v4+
+ADD_PARTITION = 2          # Produce v12+ (TV2): the coordinator adds the partition
+
+#: Verification errors a producer of any version retries (ReplicaManager maps them so).
+_RETRY_AS_NOT_ENOUGH_REPLICAS = frozenset({
+    Errors.CONCURRENT_TRANSACTIONS, Errors.NETWORK_EXCEPTION, Errors.COORDINATOR_LOAD_IN_PROGRESS,
+    Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR})
+
+
+def group_partition_for(group_id: str, num_partitions: int) -> int:
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
+
+
+class TransactionCoordinator:
+    def __init__(self, broker):
+        self.broker = broker
+        cfg = broker.config
+        self.txn_manager = TransactionStateManager(broker)
+        self.markers = TransactionMarkerChannelManager(broker, self.txn_manager)
+        self.abort_interval_ms = cfg.int("transaction.abort.timed.out.transaction.cleanup.interval.ms")
+        self.expire_interval_ms = cfg.int("transaction.remove.expired.transaction.cleanup.interval.ms")
+        self.producer_expiration_interval_ms = cfg.int("producer.id.expiration.check.interval.ms")
+        self.verification_enabled = cfg.bool("transaction.partition.verification.enable")
+        self.respond_after_complete = cfg.values.get("kconform.txn.end_txn.respond_after", "prepare") == "complete"
+        self.is_active = False
+
+    # ================================================================== lifecycle
+    async def start(self, nursery: trio.Nursery) -> None:
+        """Load the transaction log (requests meanwhile: COORDINATOR_LOAD_IN_PROGRESS), finish
+        every Prepare* transaction, start the timers."""
+        self.is_active = True
+        nursery.start_soon(self._load_and_complete)
+        nursery.start_soon(self._every, self.abort_interval_ms, self.abort_timed_out_transactions)
+        nursery.start_soon(self._every, self.expire_interval_ms, self._expire_transactional_ids)
+        nursery.start_soon(self._every, self.producer_expiration_interval_ms, self._expire_producers)
+
+    async def _load_and_complete(self) -> None:
+        pending = await self.txn_manager.load()
+        for md, complete, commit in pending:
+            log.info("completing %s (%s) after load", md.transactional_id, md.state)
+            self.markers.add_txn_markers_to_send(self.txn_manager.coordinator_epoch, commit, md, complete)
+
+    async def _every(self, interval_ms: int, fn) -> None:
+        if interval_ms <= 0 or interval_ms >= 1 << 62:
+            return
+        while True:
+            await trio.sleep(interval_ms / 1000.0)
+            if self.txn_manager.loading:
+                continue
+            try:
+                res = fn()
+                if hasattr(res, "__await__"):
+                    await res
+            except Exception:  # noqa: BLE001 - a timer must survive one bad round
+                log.exception("transaction coordinator timer %s failed", getattr(fn, "__name__", fn))
+
+    def _expire_transactional_ids(self) -> None:
+        removed = self.txn_manager.remove_expired_transactional_ids(now_ms())
+        if removed:
+            log.info("expired transactional ids %s", removed)
+
+    def _expire_producers(self) -> None:
+        """producer.id.expiration.ms on every partition (Kafka runs it per log)."""
+        now = now_ms()
+        for t in list(self.broker.topics.topics.values()):
+            for p in t.partitions:
+                fn = getattr(p.log, "remove_expired_producers", None)
+                if fn is not None:
+                    fn(now)
+
+    # ================================================================== InitProducerId
+    async def handle_init_producer_id(self, ctx, req):
+        R = ctx.api.Response
+        expected = None
+        pid = getattr(req, "producer_id", NO_PRODUCER_ID) if ctx.version >= 3 else NO_PRODUCER_ID
+        epoch = getattr(req, "producer_epoch", NO_PRODUCER_EPOCH) if ctx.version >= 3 else NO_PRODUCER_EPOCH
+        if pid == NO_PRODUCER_ID and epoch == NO_PRODUCER_EPOCH:
+            expected = None
+        elif pid == NO_PRODUCER_ID or epoch == NO_PRODUCER_EPOCH:
+            return R(throttle_time_ms=0, error_code=Errors.INVALID_REQUEST, producer_id=-1, producer_epoch=-1)
+        else:
+            expected = (pid, epoch)
+        err, pid, epoch = await self.init_producer_id(req.transactional_id, req.transaction_timeout_ms, expected)
+        if ctx.version < 4 and err == Errors.PRODUCER_FENCED:
+            err = Errors.INVALID_PRODUCER_EPOCH
+        return R(throttle_time_ms=0, error_code=err, producer_id=pid, producer_epoch=epoch)
+
+    async def init_producer_id(self, transactional_id: str, timeout_ms: int,
+                               expected: tuple[int, int] | None) -> tuple[int, int, int]:
+        fail = lambda e: (e, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)  # noqa: E731
+        if transactional_id == "":
+            return fail(Errors.INVALID_REQUEST)
+        if not self.txn_manager.validate_transaction_timeout_ms(timeout_ms):
+            return fail(Errors.INVALID_TRANSACTION_TIMEOUT)
+        tm = self.txn_manager
+        try:
+            md = tm.get(transactional_id)
+            if md is None:
+                md = tm.put_if_not_exists(TransactionMetadata(
+                    transactional_id, self.broker.producer_ids.generate(), txn_timeout_ms=timeout_ms,
+                    txn_last_update_timestamp=now_ms()))
+            coordinator_epoch = tm.coordinator_epoch
+            transit = self._prepare_init_producer_id_transit(md, timeout_ms, expected)
+        except CoordinatorError as exc:
+            return fail(exc.code)
+        if transit.txn_state is S.PREPARE_EPOCH_FENCE:
+            err, _, _ = await self._end_transaction(transactional_id, transit.producer_id, transit.producer_epoch,
+                                                    commit=False, is_from_client=False,
+                                                    client_tv=tm.transaction_version_level())
+            return fail(err if err != Errors.NONE else Errors.CONCURRENT_TRANSACTIONS)
+        err = tm.append_transaction_to_log(transactional_id, coordinator_epoch, transit)
+        if err != Errors.NONE:
+            return fail(err)
+        log.info("initialized %s: producer id %d epoch %d", transactional_id, transit.producer_id,
+                 transit.producer_epoch)
+        return Errors.NONE, transit.producer_id, transit.producer_epoch
+
+    def _prepare_init_producer_id_transit(self, md: TransactionMetadata, timeout_ms: int, expected):
+        def valid_pid(e) -> bool:
+            return (md.producer_epoch == NO_PRODUCER_EPOCH or e[0] == md.producer_id
+                    or (e[0] == md.prev_producer_id and is_epoch_exhausted(e[1])))
+
+        if md.pending_transition_in_progress:
+            raise CoordinatorError(Errors.CONCURRENT_TRANSACTIONS)
+        if expected is not None and not valid_pid(expected):
+            raise CoordinatorError(Errors.PRODUCER_FENCED)
+        if md.state in (S.PREPARE_ABORT, S.PREPARE_COMMIT):
+            raise CoordinatorError(Errors.CONCURRENT_TRANSACTIONS)
+        if md.state in (S.COMPLETE_ABORT, S.COMPLETE_COMMIT, S.EMPTY):
+            now = now_ms()
+            if md.is_producer_epoch_exhausted and (expected is None or expected[1] == md.producer_epoch):
+                return md.prepare_producer_id_rotation(self.broker.producer_ids.generate(), timeout_ms, now,
+                                                       expected is not None)
+            return md.prepare_increment_producer_epoch(timeout_ms, None if expected is None else expected[1], now)
+        if md.state is S.ONGOING:
+            return md.prepare_fence_producer_epoch()
+        raise RuntimeError(f"{md.transactional_id} found in state {md.state}")
+
+    # ================================================================== AddPartitionsToTxn
+    async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                             partitions: set, client_tv: int = TV_0) -> int:
+        if not transactional_id:
+            return Errors.INVALID_REQUEST
+        tm = self.txn_manager
+        try:
+            md = tm.get(transactional_id)
+        except CoordinatorError as exc:
+            return exc.code
+        if md is None or md.producer_id != producer_id:
+            return Errors.INVALID_PRODUCER_ID_MAPPING
+        if md.producer_epoch != producer_epoch:
+            return Errors.PRODUCER_FENCED
+        if md.pending_transition_in_progress or md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            return Errors.CONCURRENT_TRANSACTIONS
+        if md.state is S.ONGOING and set(partitions) <= md.topic_partitions:
+            return Errors.NONE
+        transit = md.prepare_add_partitions(set(partitions), now_ms(), client_tv)
+        return tm.append_transaction_to_log(transactional_id, tm.coordinator_epoch, transit)
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions) -> dict:
+        """handleVerifyPartitionsInTransaction (AddPartitionsToTxn v4+ verifyOnly)."""
+        if not transactional_id:
+            return {tp: Errors.INVALID_REQUEST for tp in partitions}
+        try:
+            md = self.txn_manager.get(transactional_id)
+        except CoordinatorError as exc:
+            return {tp: exc.code for tp in partitions}
+        if md is None or md.producer_id != producer_id:
+            err = Errors.INVALID_PRODUCER_ID_MAPPING
+        elif md.producer_epoch != producer_epoch:
+            err = Errors.PRODUCER_FENCED
+        elif md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            err = Errors.CONCURRENT_TRANSACTIONS
+        else:
+            return {tp: Errors.NONE if tp in md.topic_partitions else Errors.TRANSACTION_ABORTABLE
+                    for tp in partitions}
+        return {tp: err for tp in partitions}
+
+    # ================================================================== EndTxn
+    async def handle_end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                     commit: bool, client_tv: int) -> tuple[int, int, int]:
+        return await self._end_transaction(transactional_id, producer_id, producer_epoch, commit,
+                                           is_from_client=True, client_tv=client_tv)
+
+    async def _end_transaction(self, transactional_id, producer_id, producer_epoch, commit,
+                               is_from_client, client_tv) -> tuple[int, int, int]:
+        fail = lambda e: (e, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)  # noqa: E731
+        if not transactional_id:
+            return fail(Errors.INVALID_REQUEST)
+        tm = self.txn_manager
+        try:
+            md = tm.get(transactional_id)
+        except CoordinatorError as exc:
+            return fail(exc.code)
+        if md is None:
+            return fail(Errors.INVALID_PRODUCER_ID_MAPPING)
+        coordinator_epoch = tm.coordinator_epoch
+        current = (md.producer_id, md.producer_epoch)
+        try:
+            if supports_epoch_bump(client_tv):
+                decision = self._decide_end_txn_v2(md, producer_id, producer_epoch, commit, is_from_client)
+            else:
+                decision = self._decide_end_txn_v1(md, producer_id, producer_epoch, commit, is_from_client)
+        except CoordinatorError as exc:
+            if exc.code == Errors.NONE:
+                return (Errors.NONE, *current) if supports_epoch_bump(client_tv) else fail(Errors.NONE)
+            return fail(exc.code)
+        is_epoch_fence, transit = decision
+        if FAULTS.armed and is_from_client:
+            await FAULTS.reach("before_prepare_append", transactional_id)
+        err = tm.append_transaction_to_log(transactional_id, coordinator_epoch, transit)
+        if err != Errors.NONE:
+            if is_epoch_fence and tm.get(transactional_id) is md and tm.coordinator_epoch == coordinator_epoch:
+                md.has_failed_epoch_fence = True
+            return fail(err)
+        if FAULTS.armed:
+            await FAULTS.reach("after_prepare_durable", transactional_id)
+        # sendTxnMarkersCallback: re-check, then prepare Complete* and hand over to the markers.
+        if tm.coordinator_epoch != coordinator_epoch or tm.get(transactional_id) is not md:
+            return fail(Errors.NOT_COORDINATOR)
+        if md.producer_id != producer_id and not supports_epoch_bump(client_tv):
+            return fail(Errors.INVALID_PRODUCER_ID_MAPPING)
+        if md.pending_transition_in_progress:
+            return fail(Errors.CONCURRENT_TRANSACTIONS)
+        if md.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT) or (md.state is S.PREPARE_COMMIT) != commit:
+            return fail(Errors.INVALID_TXN_STATE)
+        complete = md.prepare_complete(now_ms())
+        result = (Errors.NONE, md.producer_id, md.producer_epoch)
+        done = self.markers.add_txn_markers_to_send(coordinator_epoch, commit, md, complete)
+        if self.respond_after_complete and is_from_client:
+            await done.wait()
+        if FAULTS.armed and is_from_client:
+            await FAULTS.reach("before_end_txn_response", transactional_id)
+        if supports_epoch_bump(client_tv):
+            return result
+        return fail(Errors.NONE)
+
+    def _decide_end_txn_v1(self, md, producer_id, producer_epoch, commit, is_from_client):
+        """endTransactionWithTV1: strict epoch equality for clients; raises CoordinatorError
+        (NONE for an idempotent retry) or returns (is_epoch_fence, transit)."""
+        if md.producer_id != producer_id:
+            raise CoordinatorError(Errors.INVALID_PRODUCER_ID_MAPPING)
+        if (is_from_client and producer_epoch != md.producer_epoch) or producer_epoch < md.producer_epoch:
+            raise CoordinatorError(Errors.PRODUCER_FENCED)
+        if md.pending_transition_in_progress and md.pending_state is not S.PREPARE_EPOCH_FENCE:
+            raise CoordinatorError(Errors.CONCURRENT_TRANSACTIONS)
+        st = md.state
+        if st is S.ONGOING:
+            fence = False
+            if not commit and md.pending_state is S.PREPARE_EPOCH_FENCE:
+                fence = True
+                md.pending_state = None
+                md.producer_epoch = producer_epoch
+                md.last_producer_epoch = NO_PRODUCER_EPOCH
+            return fence, md.prepare_abort_or_commit(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, TV_0,
+                                                     NO_PRODUCER_ID, now_ms(), False)
+        if st is S.COMPLETE_COMMIT and commit or st is S.COMPLETE_ABORT and not commit:
+            raise CoordinatorError(Errors.NONE)
+        if st is S.PREPARE_COMMIT and commit or st is S.PREPARE_ABORT and not commit:
+            raise CoordinatorError(Errors.CONCURRENT_TRANSACTIONS)
+        if st in (S.DEAD, S.PREPARE_EPOCH_FENCE):
+            raise RuntimeError(f"{md.transactional_id} found in state {st}")
+        raise CoordinatorError(Errors.INVALID_TXN_STATE)
+
+    def _decide_end_txn_v2(self, md, producer_id, producer_epoch, commit, is_from_client):
+        """endTransaction for TV2 (every EndTxn bumps the epoch; retries are recognised by the
+        epoch before the bump)."""
+        fence = md.pending_state is S.PREPARE_EPOCH_FENCE
+        retry_on_overflow = (not fence and md.prev_producer_id == producer_id
+                             and producer_epoch == SHORT_MAX - 1 and md.producer_epoch == 0)
+        retry_on_bump = not fence and md.producer_epoch == producer_epoch + 1
+        st = md.state
+        if not fence:
+            if st in (S.ONGOING, S.EMPTY, S.DEAD, S.PREPARE_EPOCH_FENCE):
+                valid = producer_epoch == md.producer_epoch
+            elif st in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                valid = retry_on_bump
+            else:
+                valid = retry_on_bump or retry_on_overflow or producer_epoch == md.producer_epoch
+        else:
+            valid = (not is_from_client or producer_epoch == md.producer_epoch) and producer_epoch >= md.producer_epoch
+        is_retry = retry_on_bump or retry_on_overflow
+        if md.producer_id != producer_id and not retry_on_overflow:
+            raise CoordinatorError(Errors.INVALID_PRODUCER_ID_MAPPING)
+        if not valid:
+            raise CoordinatorError(Errors.PRODUCER_FENCED)
+        if md.pending_transition_in_progress and md.pending_state is not S.PREPARE_EPOCH_FENCE:
+            raise CoordinatorError(Errors.CONCURRENT_TRANSACTIONS)
+
+        def complete_to(state, no_partition_added):
+            next_pid = NO_PRODUCER_ID
+            if not fence and md.is_producer_epoch_exhausted:
+                next_pid = self.broker.producer_ids.generate()
+            if state is S.PREPARE_ABORT and fence:
+                md.pending_state = None
+                md.producer_epoch = producer_epoch
+                md.last_producer_epoch = NO_PRODUCER_EPOCH
+            return fence, md.prepare_abort_or_commit(state, TV_2, next_pid, now_ms(), no_partition_added)
+
+        if st is S.ONGOING:
+            return complete_to(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, False)
+        if st is S.COMPLETE_COMMIT:
+            if commit:
+                if is_retry:
+                    raise CoordinatorError(Errors.NONE)
+                raise CoordinatorError(Errors.INVALID_TXN_STATE)
+            if is_retry:
+                raise CoordinatorError(Errors.INVALID_TXN_STATE)
+            return complete_to(S.PREPARE_ABORT, True)
+        if st is S.COMPLETE_ABORT:
+            if not commit:
+                if is_retry:
+                    raise CoordinatorError(Errors.NONE)
+                return complete_to(S.PREPARE_ABORT, True)
+            raise CoordinatorError(Errors.INVALID_TXN_STATE)
+        if st is S.PREPARE_COMMIT:
+            raise CoordinatorError(Errors.CONCURRENT_TRANSACTIONS if commit else Errors.INVALID_TXN_STATE)
+        if st is S.PREPARE_ABORT:
+            raise CoordinatorError(Errors.CONCURRENT_TRANSACTIONS if not commit else Errors.INVALID_TXN_STATE)
+        if st is S.EMPTY:
+            if not commit:
+                return complete_to(S.PREPARE_ABORT, True)
+            raise CoordinatorError(Errors.INVALID_TXN_STATE)
+        raise RuntimeError(f"{md.transactional_id} found in state {st}")
+
+    # ================================================================== timers
+    async def abort_timed_out_transactions(self) -> None:
+        """Fence (epoch+1) and abort every Ongoing transaction past its transaction.timeout.ms."""
+        tm = self.txn_manager
+        for tid, pid, _epoch in tm.timed_out_transactions(now_ms()):
+            md = tm.get(tid)
+            if md is None or md.producer_id != pid or md.pending_transition_in_progress:
+                continue
+            transit = md.prepare_fence_producer_epoch()
+            err, _, _ = await self._end_transaction(tid, transit.producer_id, transit.producer_epoch, commit=False,
+                                                    is_from_client=False, client_tv=tm.transaction_version_level())
+            log.info("timed-out transaction %s aborted: %s", tid, Errors(err).name)
+
+    # ================================================================== describe / list
+    def describe(self, transactional_id: str, T):
+        """One DescribeTransactions TransactionState (``T`` is its generated class)."""
+        out = T(error_code=Errors.NONE, transactional_id=transactional_id, transaction_state="",
+                transaction_timeout_ms=0, transaction_start_time_ms=-1, producer_id=-1, producer_epoch=-1,
+                topics=[])
+        if not self.is_active:
+            out.error_code = Errors.COORDINATOR_NOT_AVAILABLE
+            return out
+        if not transactional_id:
+            out.error_code = Errors.INVALID_REQUEST
+            return out
+        try:
+            md = self.txn_manager.get(transactional_id)
+        except CoordinatorError as exc:
+            out.error_code = exc.code
+            return out
+        if md is None or md.state is S.DEAD:
+            out.error_code = Errors.TRANSACTIONAL_ID_NOT_FOUND
+            return out
+        by_topic: dict[str, list[int]] = {}
+        for topic, p in sorted(md.topic_partitions):
+            by_topic.setdefault(topic, []).append(p)
+        out.topics = [T.TopicData(topic=t, partitions=ps) for t, ps in by_topic.items()]
+        out.producer_id = md.producer_id
+        out.producer_epoch = md.producer_epoch
+        out.transaction_state = md.state.state_name
+        out.transaction_timeout_ms = md.txn_timeout_ms
+        out.transaction_start_time_ms = md.txn_start_timestamp
+        return out
+
+    def list_transactions(self, producer_ids, state_names, duration_ms: int = -1, pattern=None):
+        """(error, unknown state filters, [(transactional id, producer id, state name)])."""
+        if not self.is_active:
+            return Errors.COORDINATOR_NOT_AVAILABLE, [], []
+        if self.txn_manager.loading:
+            return Errors.COORDINATOR_LOAD_IN_PROGRESS, [], []
+        states, unknown = set(), []
+        for n in state_names or ():
+            s = S.from_name(n)
+            if s is None:
+                unknown.append(n)
+            else:
+                states.add(s)
+        now = now_ms()
+        out = []
+        for md in self.txn_manager.all_metadata():
+            if md.state is S.DEAD:
+                continue
+            if producer_ids and md.producer_id not in producer_ids:
+                continue
+            if state_names and md.state not in states:
+                continue
+            if duration_ms >= 0 and now - md.txn_start_timestamp <= duration_ms:
+                continue
+            if pattern is not None and not pattern.fullmatch(md.transactional_id):
+                continue
+            out.append((md.transactional_id, md.producer_id, md.state.state_name))
+        return Errors.NONE, unknown, out
+
+    # ================================================================== produce-side verification
+    async def verify_produce(self, ctx, req, topic, pd) -> int | None:
+        """KIP-890: before the first transactional batch of a producer lands on a partition,
+        ask the coordinator whether the partition is in the transaction (part 1), or add it
+        (part 2, Produce v12+). Returns the Produce error code, or None to go on."""
+        records = pd.records
+        if records is None or len(records) < rec.RECORD_BATCH_OVERHEAD:
+            return None
+        try:
+            h = rec.BatchHeader.unpack(records, 0)
+        except Exception:  # noqa: BLE001 - malformed batches are refused by the log
+            return None
+        if not h.is_transactional or h.producer_id < 0:
+            return None
+        tid = getattr(req, "transactional_id", None)
+        if tid is None:
+            return None
+        op = ADD_PARTITION if ctx.version >= 12 else GENERIC_ERROR_SUPPORTED if ctx.version >= 11 else DEFAULT_ERROR
+        if op != ADD_PARTITION and not self.verification_enabled:
+            return None
+        plog = topic.partitions[pd.index].log
+        entry = plog.producer_state.last_entry(h.producer_id)
+        if entry is not None and entry.current_txn_first_offset is not None \
+                and entry.producer_epoch == h.producer_epoch:
+            return None   # hasOngoingTransaction: already verified
+        tp = (topic.name, pd.index)
+        if op == ADD_PARTITION:
+            err = await self.add_partitions(tid, h.producer_id, h.producer_epoch, {tp}, TV_2)
+        else:
+            err = self.verify_partitions(tid, h.producer_id, h.producer_epoch, [tp])[tp]
+        return self.verification_error_for_produce(err, op)
+
+    @staticmethod
+    def verification_error_for_produce(err: int, op: int) -> int | None:
+        if err == Errors.NONE:
+            return None
+        if err == Errors.PRODUCER_FENCED:
+            return Errors.INVALID_PRODUCER_EPOCH
+        if err == Errors.TRANSACTION_ABORTABLE and op == DEFAULT_ERROR:
+            return Errors.INVALID_TXN_STATE
+        if err in _RETRY_AS_NOT_ENOUGH_REPLICAS:
+            return Errors.NOT_ENOUGH_REPLICAS
+        return err
+
+    def offsets_partition(self, group_id: str) -> tuple[str, int]:
+        return GROUP_METADATA_TOPIC, group_partition_for(group_id, self.broker.config.int("offsets.topic.num.partitions"))

@@ -1,0 +1,295 @@
+"""Transaction APIs (KafkaApis' handlers): AddPartitionsToTxn (24), AddOffsetsToTxn (25),
+EndTxn (26), WriteTxnMarkers (27), TxnOffsetCommit (28), DescribeProducers (61),
+DescribeTransactions (65), ListTransactions (66).
+
+The decisions are the TransactionCoordinator's (``coordinators/transaction.py``); this module
+does what KafkaApis does around them: request shape per version, topic checks, and the
+per-version error rewriting (PRODUCER_FENCED is INVALID_PRODUCER_EPOCH for clients that predate
+it: InitProducerId < v4, AddPartitionsToTxn / AddOffsetsToTxn / EndTxn < v2).
+"""
+
+from __future__ import annotations
+
+import re
+
+from . import handles
+from ..coordinators.transaction import (
+    DEFAULT_ERROR,
+    GENERIC_ERROR_SUPPORTED,
+    TransactionCoordinator,
+)
+from ..coordinators.transaction_metadata import TV_0, TV_2
+from ..log.errors import LogError
+from ..protocol.errors import Errors
+from .api_versions import SUPPORTED_FEATURES
+
+#: transaction.version levels this broker implements (0: classic, 1: flexible txn log records,
+#: 2: KIP-890 part 2). The broker config ``transaction.version`` picks the finalized level.
+SUPPORTED_FEATURES["transaction.version"] = (0, 2)
+
+
+
+def _coordinator(broker) -> TransactionCoordinator | None:
+    return getattr(broker, "txn_coordinator", None)
+
+
+def _fenced_for(version: int, first_with_fenced: int, err: int) -> int:
+    if version < first_with_fenced and err == Errors.PRODUCER_FENCED:
+        return Errors.INVALID_PRODUCER_EPOCH
+    return err
+
+
+def _by_topic(partitions) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for t, p in partitions:
+        out.setdefault(t, []).append(p)
+    return out
+
+
+# ---------------------------------------------------------------- AddPartitionsToTxn
+@handles("AddPartitionsToTxn")
+async def handle_add_partitions_to_txn(broker, ctx, req):
+    R = ctx.api.Response
+    TR = R.AddPartitionsToTxnTopicResult
+    PR = TR.AddPartitionsToTxnPartitionResult
+    v = ctx.version
+    coordinator = _coordinator(broker)
+    if v < 4:
+        txns = [(req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
+                 req.v3_and_below_producer_epoch, False, req.v3_and_below_topics)]
+    else:
+        txns = [(t.transactional_id, t.producer_id, t.producer_epoch, t.verify_only, t.topics)
+                for t in req.transactions]
+    results = []
+    for tid, pid, epoch, verify_only, topics in txns:
+        partitions = [(t.name, p) for t in topics for p in t.partitions]
+        errors: dict = {}
+        unknown = {tp for tp in partitions if broker.topics.partition(*tp) is None}
+        if coordinator is None:
+            errors = {tp: Errors.COORDINATOR_NOT_AVAILABLE for tp in partitions}
+        elif unknown:
+            # any bad partition fails the whole transaction's request
+            errors = {tp: Errors.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else Errors.OPERATION_NOT_ATTEMPTED
+                      for tp in partitions}
+        elif verify_only:
+            errors = coordinator.verify_partitions(tid, pid, epoch, partitions)
+        else:
+            client_tv = TV_2 if v > 3 else TV_0   # TransactionVersion.transactionVersionForAddPartitionsToTxn
+            err = await coordinator.add_partitions(tid, pid, epoch, set(partitions), client_tv)
+            err = _fenced_for(v, 2, err)
+            errors = {tp: err for tp in partitions}
+        topic_results = [TR(name=t, results_by_partition=[PR(partition_index=p, partition_error_code=errors[(t, p)])
+                                                           for p in ps])
+                         for t, ps in _by_topic(partitions).items()]
+        results.append((tid, topic_results))
+    if v < 4:
+        return R(throttle_time_ms=0, error_code=Errors.NONE, results_by_transaction=[],
+                 results_by_topic_v3_and_below=results[0][1])
+    return R(throttle_time_ms=0, error_code=Errors.NONE, results_by_topic_v3_and_below=[],
+             results_by_transaction=[R.AddPartitionsToTxnResult(transactional_id=tid, topic_results=tr)
+                                     for tid, tr in results])
+
+
+# ---------------------------------------------------------------- AddOffsetsToTxn
+@handles("AddOffsetsToTxn")
+async def handle_add_offsets_to_txn(broker, ctx, req):
+    R = ctx.api.Response
+    coordinator = _coordinator(broker)
+    if coordinator is None:
+        return R(throttle_time_ms=0, error_code=Errors.COORDINATOR_NOT_AVAILABLE)
+    tp = coordinator.offsets_partition(req.group_id)
+    err = await coordinator.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch, {tp}, TV_0)
+    return R(throttle_time_ms=0, error_code=_fenced_for(ctx.version, 2, err))
+
+
+# ---------------------------------------------------------------- EndTxn
+@handles("EndTxn")
+async def handle_end_txn(broker, ctx, req):
+    R = ctx.api.Response
+    coordinator = _coordinator(broker)
+    if coordinator is None:
+        return R(throttle_time_ms=0, error_code=Errors.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1)
+    client_tv = TV_2 if ctx.version > 4 else TV_0   # TransactionVersion.transactionVersionForEndTxn
+    err, pid, epoch = await coordinator.handle_end_transaction(req.transactional_id, req.producer_id,
+                                                               req.producer_epoch, req.committed, client_tv)
+    return R(throttle_time_ms=0, error_code=_fenced_for(ctx.version, 2, err), producer_id=pid, producer_epoch=epoch)
+
+
+# ---------------------------------------------------------------- WriteTxnMarkers
+@handles("WriteTxnMarkers")
+async def handle_write_txn_markers(broker, ctx, req):
+    """Broker-to-broker in Kafka; here also a tool for tests and operators (S11: a marker with
+    a stale coordinator epoch gets TRANSACTION_COORDINATOR_FENCED)."""
+    R = ctx.api.Response
+    MR = R.WritableTxnMarkerResult
+    TR = MR.WritableTxnMarkerTopicResult
+    PR = TR.WritableTxnMarkerPartitionResult
+    coordinator = _coordinator(broker)
+    out = []
+    appended = False
+    for m in req.markers:
+        tv = m.transaction_version if ctx.version >= 2 else 0
+        topics = []
+        for t in m.topics:
+            parts = []
+            for p in t.partition_indexes:
+                topic = broker.topics.get(t.name)
+                if topic is None or not 0 <= p < len(topic.partitions):
+                    err = Errors.UNKNOWN_TOPIC_OR_PARTITION
+                else:
+                    try:
+                        topic.partitions[p].log.append_control_marker(
+                            m.transaction_result, producer_id=m.producer_id, producer_epoch=m.producer_epoch,
+                            coordinator_epoch=m.coordinator_epoch, transaction_version=tv)
+                        err = Errors.NONE
+                        appended = True
+                        if t.name == "__consumer_offsets":
+                            gc = getattr(broker, "group_coordinator", None)
+                            if hasattr(gc, "complete_txn_offsets"):
+                                gc.complete_txn_offsets(m.producer_id, m.transaction_result)
+                    except LogError as exc:
+                        err = exc.error_code
+                parts.append(PR(partition_index=p, error_code=err))
+            topics.append(TR(name=t.name, partitions=parts))
+        out.append(MR(producer_id=m.producer_id, topics=topics))
+    if appended:
+        broker.notify_append()
+    del coordinator
+    return R(markers=out)
+
+
+# ---------------------------------------------------------------- TxnOffsetCommit
+@handles("TxnOffsetCommit")
+async def handle_txn_offset_commit(broker, ctx, req):
+    """Validated here (topics, the producer's epoch, KIP-890 verification of the offsets
+    partition), staged in the group coordinator: invisible until the COMMIT marker, dropped on
+    ABORT (OffsetFetch RequireStable answers UNSTABLE_OFFSET_COMMIT meanwhile)."""
+    R = ctx.api.Response
+    T = R.TxnOffsetCommitResponseTopic
+    P = T.TxnOffsetCommitResponsePartition
+    v = ctx.version
+    coordinator = _coordinator(broker)
+    gc = getattr(broker, "group_coordinator", None)
+
+    def answer(errors: dict):
+        return R(throttle_time_ms=0, topics=[T(name=t, partitions=[P(partition_index=p, error_code=errors[(t, p)])
+                                                                    for p in ps])
+                                             for t, ps in _by_topic(errors).items()])
+
+    errors: dict = {}
+    valid = {}
+    for t in req.topics:
+        for p in t.partitions:
+            tp = (t.name, p.partition_index)
+            if broker.topics.partition(*tp) is None:
+                errors[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                valid[tp] = p
+    if not valid:
+        return answer(errors)
+
+    def fail_all(err):
+        if v < 2 and err == Errors.COORDINATOR_LOAD_IN_PROGRESS:
+            err = Errors.COORDINATOR_NOT_AVAILABLE
+        errors.update({tp: err for tp in valid})
+        return answer(errors)
+
+    if coordinator is None or gc is None or not hasattr(gc, "stage_txn_offsets"):
+        return fail_all(Errors.COORDINATOR_NOT_AVAILABLE)
+    # The producer epoch, as the __consumer_offsets partition's producer state would check it.
+    try:
+        md = coordinator.txn_manager.get(req.transactional_id)
+    except Exception:  # noqa: BLE001 - CoordinatorError (loading)
+        return fail_all(Errors.COORDINATOR_LOAD_IN_PROGRESS)
+    if md is not None and md.producer_id == req.producer_id and req.producer_epoch < md.producer_epoch:
+        return fail_all(Errors.INVALID_PRODUCER_EPOCH)
+    if coordinator.verification_enabled:
+        tp = coordinator.offsets_partition(req.group_id)
+        err = coordinator.verify_partitions(req.transactional_id, req.producer_id, req.producer_epoch, [tp])[tp]
+        op = GENERIC_ERROR_SUPPORTED if v >= 4 else DEFAULT_ERROR
+        err = coordinator.verification_error_for_produce(err, op)
+        if err == Errors.NOT_ENOUGH_REPLICAS:
+            err = Errors.COORDINATOR_NOT_AVAILABLE
+        if err is not None:
+            return fail_all(err)
+    validate = getattr(gc, "validate_txn_offset_commit", None)
+    if validate is not None:
+        err = validate(req.group_id, getattr(req, "member_id", None), getattr(req, "generation_id", -1),
+                       getattr(req, "group_instance_id", None))
+        if err:
+            return fail_all(err)
+    offsets = {tp: {"offset": p.committed_offset,
+                    "leader_epoch": getattr(p, "committed_leader_epoch", -1),
+                    "metadata": p.committed_metadata}
+               for tp, p in valid.items()}
+    res = gc.stage_txn_offsets(req.group_id, req.producer_id, offsets, producer_epoch=req.producer_epoch)
+    if hasattr(res, "__await__"):
+        res = await res
+    if isinstance(res, dict):
+        errors.update({tp: res.get(tp, Errors.NONE) for tp in valid})
+    else:
+        errors.update({tp: (res or Errors.NONE) for tp in valid})
+    return answer(errors)
+
+
+# ---------------------------------------------------------------- DescribeTransactions
+@handles("DescribeTransactions")
+async def handle_describe_transactions(broker, ctx, req):
+    R = ctx.api.Response
+    T = R.TransactionState
+    coordinator = _coordinator(broker)
+    states = []
+    for tid in req.transactional_ids:
+        if coordinator is None:
+            states.append(T(error_code=Errors.COORDINATOR_NOT_AVAILABLE, transactional_id=tid, transaction_state="",
+                            transaction_timeout_ms=0, transaction_start_time_ms=-1, producer_id=-1,
+                            producer_epoch=-1, topics=[]))
+        else:
+            states.append(coordinator.describe(tid, T))
+    return R(throttle_time_ms=0, transaction_states=states)
+
+
+# ---------------------------------------------------------------- ListTransactions
+@handles("ListTransactions")
+async def handle_list_transactions(broker, ctx, req):
+    R = ctx.api.Response
+    coordinator = _coordinator(broker)
+    if coordinator is None:
+        return R(throttle_time_ms=0, error_code=Errors.COORDINATOR_NOT_AVAILABLE, unknown_state_filters=[],
+                 transaction_states=[])
+    pattern = None
+    if ctx.version >= 2 and req.transactional_id_pattern:
+        try:
+            pattern = re.compile(req.transactional_id_pattern)
+        except re.error:
+            return R(throttle_time_ms=0, error_code=Errors.INVALID_REGULAR_EXPRESSION, unknown_state_filters=[],
+                     transaction_states=[])
+    duration = req.duration_filter if ctx.version >= 1 else -1
+    err, unknown, rows = coordinator.list_transactions(set(req.producer_id_filters or ()),
+                                                       list(req.state_filters or ()), duration, pattern)
+    TS = R.TransactionState
+    return R(throttle_time_ms=0, error_code=err, unknown_state_filters=unknown,
+             transaction_states=[TS(transactional_id=t, producer_id=p, transaction_state=s) for t, p, s in rows])
+
+
+# ---------------------------------------------------------------- DescribeProducers
+@handles("DescribeProducers")
+async def handle_describe_producers(broker, ctx, req):
+    R = ctx.api.Response
+    TResp = R.TopicResponse
+    PResp = TResp.PartitionResponse
+    PS = PResp.ProducerState
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partition_indexes:
+            part = broker.topics.partition(t.name, p)
+            if part is None:
+                parts.append(PResp(partition_index=p, error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                                   error_message=None, active_producers=[]))
+                continue
+            producers = [PS(**d) for d in part.log.describe_producers()]
+            parts.append(PResp(partition_index=p, error_code=Errors.NONE, error_message=None,
+                               active_producers=producers))
+        topics.append(TResp(name=t.name, partitions=parts))
+    return R(throttle_time_ms=0, topics=topics)

@@ -1,0 +1,177 @@
+"""Transactions against the embedded broker (a subprocess) with confluent-kafka (librdkafka:
+InitProducerId v4, EndTxn v1/v3, Produce v10 -> TV1 rules on a TV2 broker, as on Kafka 4)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+ck = pytest.importorskip("confluent_kafka")
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+
+def create_topics(bootstrap, *names, partitions=1):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(n, partitions, 1) for n in names]).values():
+        f.result(15)
+
+
+def txn_producer(bootstrap, tid, **extra):
+    p = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "linger.ms": 0, **extra})
+    p.init_transactions(15)
+    return p
+
+
+def consume_all(bootstrap, topic, isolation, expect_at_least=0, timeout=10.0, partitions=1):
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4()}",
+                     "auto.offset.reset": "earliest", "isolation.level": isolation,
+                     "enable.auto.commit": False, "enable.partition.eof": True})
+    c.assign([ck.TopicPartition(topic, p, 0) for p in range(partitions)])
+    out, eofs = [], set()
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == ck.KafkaError._PARTITION_EOF:
+                    eofs.add(m.partition())
+                    if len(eofs) == partitions and len(out) >= expect_at_least:
+                        break
+                continue
+            out.append(m.value())
+    finally:
+        c.close()
+    return out
+
+
+def test_commit_and_abort_across_two_topics(broker):
+    create_topics(broker.bootstrap, "a", "b")
+    p = txn_producer(broker.bootstrap, "tx-basic")
+    p.begin_transaction()
+    for i in range(3):
+        p.produce("a", value=b"c%d" % i)
+        p.produce("b", value=b"c%d" % i)
+    p.commit_transaction(15)
+    p.begin_transaction()
+    p.produce("a", value=b"aborted")
+    p.produce("b", value=b"aborted")
+    p.flush(10)
+    p.abort_transaction(15)
+    for t in ("a", "b"):
+        assert consume_all(broker.bootstrap, t, "read_committed", 3) == [b"c0", b"c1", b"c2"]
+        assert consume_all(broker.bootstrap, t, "read_uncommitted", 4) == [b"c0", b"c1", b"c2", b"aborted"]
+
+
+def test_open_transaction_holds_back_lso(broker):
+    create_topics(broker.bootstrap, "lso")
+    long = txn_producer(broker.bootstrap, "tx-long")
+    long.begin_transaction()
+    long.produce("lso", value=b"open")
+    long.flush(10)
+    short = txn_producer(broker.bootstrap, "tx-short")
+    short.begin_transaction()
+    short.produce("lso", value=b"done")
+    short.commit_transaction(15)
+    assert consume_all(broker.bootstrap, "lso", "read_committed", timeout=3) == []
+    assert consume_all(broker.bootstrap, "lso", "read_uncommitted", 2) == [b"open", b"done"]
+    long.commit_transaction(15)
+    assert consume_all(broker.bootstrap, "lso", "read_committed", 2) == [b"open", b"done"]
+
+
+def test_zombie_is_fenced(broker):
+    create_topics(broker.bootstrap, "z")
+    old = txn_producer(broker.bootstrap, "tx-zombie")
+    old.begin_transaction()
+    old.produce("z", value=b"zombie")
+    old.flush(10)
+    new = txn_producer(broker.bootstrap, "tx-zombie")   # aborts the zombie's open txn
+    new.begin_transaction()
+    new.produce("z", value=b"new")
+    new.commit_transaction(15)
+    with pytest.raises(ck.KafkaException) as exc:
+        old.commit_transaction(15)
+    err = exc.value.args[0]
+    assert err.fatal() or err.code() in (ck.KafkaError._FENCED, ck.KafkaError.PRODUCER_FENCED,
+                                        ck.KafkaError.INVALID_PRODUCER_EPOCH)
+    assert consume_all(broker.bootstrap, "z", "read_committed", 1) == [b"new"]
+
+
+def test_timed_out_transaction_is_aborted_and_fenced(broker_factory):
+    b = broker_factory({"transaction.abort.timed.out.transaction.cleanup.interval.ms": "100"})
+    create_topics(b.bootstrap, "to")
+    p = txn_producer(b.bootstrap, "tx-timeout", **{"transaction.timeout.ms": 1000})
+    p.begin_transaction()
+    p.produce("to", value=b"late")
+    p.flush(10)
+    time.sleep(2.5)
+    with pytest.raises(ck.KafkaException):
+        p.commit_transaction(15)
+    assert consume_all(b.bootstrap, "to", "read_committed", timeout=3) == []
+    assert consume_all(b.bootstrap, "to", "read_uncommitted", 1) == [b"late"]
+
+
+@pytest.mark.parametrize("point", ["after_prepare_durable", "after_some_markers", "after_all_markers",
+                                   "after_complete"])
+def test_crash_at_fault_point_then_restart_commits(broker_factory, point):
+    b = broker_factory({"kconform.fault": point})
+    create_topics(b.bootstrap, "f", partitions=2)
+    p = txn_producer(b.bootstrap, f"tx-{point}", **{"transaction.timeout.ms": 60000})
+    p.begin_transaction()
+    p.produce("f", value=b"x0", partition=0)
+    p.produce("f", value=b"x1", partition=1)
+    p.flush(10)
+    try:
+        p.commit_transaction(3)
+    except ck.KafkaException:
+        pass   # the broker may die before answering
+    deadline = time.monotonic() + 10
+    while b.proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert b.proc.returncode == 86, f"broker did not die at {point}"
+    b.sets.pop("kconform.fault")
+    b.start()
+    got = consume_all(b.bootstrap, "f", "read_committed", 2, partitions=2)
+    assert sorted(got) == [b"x0", b"x1"]
+
+
+def test_consume_transform_produce_with_send_offsets(broker):
+    create_topics(broker.bootstrap, "in", "out")
+    src = ck.Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(5):
+        src.produce("in", value=b"m%d" % i)
+    src.flush(10)
+    group = "ctp"
+    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                     "isolation.level": "read_committed", "enable.auto.commit": False})
+    c.subscribe(["in"])
+    p = txn_producer(broker.bootstrap, "tx-ctp")
+    got = []
+    deadline = time.monotonic() + 20
+    while len(got) < 5 and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got.append(m)
+    assert len(got) == 5
+    p.begin_transaction()
+    for m in got:
+        p.produce("out", value=m.value().upper())
+    p.send_offsets_to_transaction([ck.TopicPartition("in", 0, got[-1].offset() + 1)],
+                                  c.consumer_group_metadata(), 15)
+    p.commit_transaction(15)
+    committed = c.committed([ck.TopicPartition("in", 0)], 10)
+    assert committed[0].offset == 5
+    c.close()
+    assert consume_all(broker.bootstrap, "out", "read_committed", 5) == [b"M%d" % i for i in range(5)]
+    # a zombie with the same id is fenced on sendOffsetsToTransaction
+    zombie = p
+    txn_producer(broker.bootstrap, "tx-ctp")
+    with pytest.raises(ck.KafkaException):
+        zombie.begin_transaction()
+        zombie.send_offsets_to_transaction([ck.TopicPartition("in", 0, 5)],
+                                           ck.Consumer({"bootstrap.servers": broker.bootstrap,
+                                                        "group.id": group}).consumer_group_metadata(), 10)
+        zombie.commit_transaction(10)

@@ -1,0 +1,239 @@
+"""TransactionCoordinator on real parts (TopicRegistry, PartitionLog, ProducerIdManager, the
+txn log on disk) without sockets: state machine, error codes per state, markers, LSO, fencing,
+timeout abort and recovery of Prepare* after a "crash" (the objects are dropped without a
+clean close and rebuilt from the same directory)."""
+
+from __future__ import annotations
+
+import trio
+import pytest
+
+from broker_impl.cluster.topics import TopicRegistry
+from broker_impl.config import BrokerConfig
+from broker_impl.coordinators.producer_ids import ProducerIdManager
+from broker_impl.coordinators.transaction import TransactionCoordinator
+from broker_impl.coordinators.transaction_metadata import TV_0, TV_2, TransactionState
+from broker_impl.log import records as rec
+from broker_impl.log.partition_log import PartitionLog
+from broker_impl.protocol.errors import Errors
+
+S = TransactionState
+
+
+class Node:
+    """The broker attributes the coordinator uses, made of the real components."""
+
+    def __init__(self, data_dir, nursery, **configs):
+        self.config = BrokerConfig({"transaction.state.log.num.partitions": "3", **configs})
+        self.data_dir = data_dir
+        self.topics = TopicRegistry(data_dir, lambda d, c: PartitionLog(str(d), self.config.log_config(c)))
+        self.topics.load()
+        self.producer_ids = ProducerIdManager(data_dir)
+        self.nursery = nursery
+        self.appends = 0
+        self.txn_coordinator = TransactionCoordinator(self)
+
+    def notify_append(self):
+        self.appends += 1
+
+    def crash(self):
+        for t in self.topics.topics.values():
+            for p in t.partitions:
+                p.log.abandon()
+
+
+async def started(tmp_path, nursery, **configs) -> Node:
+    node = Node(tmp_path, nursery, **configs)
+    await node.txn_coordinator.start(nursery)
+    with trio.fail_after(5):
+        while node.txn_coordinator.txn_manager.loading:
+            await trio.sleep(0.01)
+    return node
+
+
+def produce(node, topic, partition, pid, epoch, seq, txn=True):
+    plog = node.topics.partition(topic, partition).log
+    batch = rec.build_batch([(b"k", b"v")], producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                            is_transactional=txn)
+    return plog.append(batch)
+
+
+async def settle(coord):
+    with trio.fail_after(5):
+        while coord.markers.in_flight:
+            await trio.sleep(0.01)
+
+
+def run(fn):
+    def wrapper(tmp_path):
+        async def main():
+            async with trio.open_nursery() as nursery:
+                await fn(tmp_path, nursery)
+                nursery.cancel_scope.cancel()
+        trio.run(main)
+    wrapper.__name__ = fn.__name__
+    return wrapper
+
+
+@run
+async def test_commit_writes_markers_and_advances_lso(tmp_path, nursery):
+    node = await started(tmp_path, nursery)
+    node.topics.create("t", 2)
+    c = node.txn_coordinator
+    err, pid, epoch = await c.init_producer_id("tx", 60000, None)
+    assert (err, epoch) == (Errors.NONE, 0)
+    assert await c.add_partitions("tx", pid, epoch, {("t", 0), ("t", 1)}) == Errors.NONE
+    produce(node, "t", 0, pid, epoch, 0)
+    plog = node.topics.partition("t", 0).log
+    assert plog.last_stable_offset == 0 < plog.log_end_offset
+    assert await c.handle_end_transaction("tx", pid, epoch, True, TV_0) == (Errors.NONE, -1, -1)
+    await settle(c)
+    md = c.txn_manager.get("tx")
+    assert md.state is S.COMPLETE_COMMIT and not md.topic_partitions
+    assert plog.last_stable_offset == plog.log_end_offset == 2   # data + COMMIT marker
+    # an idempotent retry of the commit is answered NONE, an abort now is INVALID_TXN_STATE
+    assert (await c.handle_end_transaction("tx", pid, epoch, True, TV_0))[0] == Errors.NONE
+    assert (await c.handle_end_transaction("tx", pid, epoch, False, TV_0))[0] == Errors.INVALID_TXN_STATE
+
+
+@run
+async def test_end_txn_errors_per_state(tmp_path, nursery):
+    node = await started(tmp_path, nursery)
+    node.topics.create("t", 1)
+    c = node.txn_coordinator
+    assert (await c.init_producer_id("", 1000, None))[0] == Errors.INVALID_REQUEST
+    assert (await c.init_producer_id("x", 10**9, None))[0] == Errors.INVALID_TRANSACTION_TIMEOUT
+    err, pid, epoch = await c.init_producer_id("tx", 60000, None)
+    assert (await c.handle_end_transaction("tx", pid, epoch, True, TV_0))[0] == Errors.INVALID_TXN_STATE
+    assert (await c.handle_end_transaction("nope", pid, epoch, True, TV_0))[0] == Errors.INVALID_PRODUCER_ID_MAPPING
+    assert await c.add_partitions("tx", pid + 1, epoch, {("t", 0)}) == Errors.INVALID_PRODUCER_ID_MAPPING
+    assert await c.add_partitions("tx", pid, epoch + 1, {("t", 0)}) == Errors.PRODUCER_FENCED
+    assert await c.add_partitions("tx", pid, epoch, {("t", 0)}) == Errors.NONE
+    assert (await c.handle_end_transaction("tx", pid, epoch - 1 if epoch else 5, True, TV_0))[0] == Errors.PRODUCER_FENCED
+
+
+@run
+async def test_init_during_ongoing_fences_and_aborts(tmp_path, nursery):
+    node = await started(tmp_path, nursery)
+    node.topics.create("t", 1)
+    c = node.txn_coordinator
+    _, pid, e0 = await c.init_producer_id("tx", 60000, None)
+    await c.add_partitions("tx", pid, e0, {("t", 0)})
+    produce(node, "t", 0, pid, e0, 0)
+    err, _, _ = await c.init_producer_id("tx", 60000, None)
+    assert err == Errors.CONCURRENT_TRANSACTIONS
+    await settle(c)
+    err, pid2, e2 = await c.init_producer_id("tx", 60000, None)
+    assert err == Errors.NONE and pid2 == pid
+    # server TV2: the fence bumps, the abort bumps again (TV2 completion), the retry bumps again
+    assert e2 == e0 + 3
+    plog = node.topics.partition("t", 0).log
+    assert plog.last_stable_offset == plog.log_end_offset
+    assert [p for p, _ in plog.aborted_transactions(0, plog.log_end_offset)] == [pid]
+    # the zombie's commit is fenced, its produce too
+    assert (await c.handle_end_transaction("tx", pid, e0, True, TV_0))[0] == Errors.PRODUCER_FENCED
+    with pytest.raises(Exception) as exc:
+        produce(node, "t", 0, pid, e0, 1)
+    assert exc.value.error_code == Errors.INVALID_PRODUCER_EPOCH
+
+
+@run
+async def test_init_during_ongoing_tv1_bumps_twice(tmp_path, nursery):
+    node = await started(tmp_path, nursery, **{"transaction.version": "1"})
+    node.topics.create("t", 1)
+    c = node.txn_coordinator
+    _, pid, e0 = await c.init_producer_id("tx", 60000, None)
+    await c.add_partitions("tx", pid, e0, {("t", 0)})
+    assert (await c.init_producer_id("tx", 60000, None))[0] == Errors.CONCURRENT_TRANSACTIONS
+    await settle(c)
+    assert (await c.init_producer_id("tx", 60000, None)) == (Errors.NONE, pid, e0 + 2)
+
+
+@run
+async def test_tv2_end_txn_bumps_epoch_and_retry(tmp_path, nursery):
+    node = await started(tmp_path, nursery)
+    node.topics.create("t", 1)
+    c = node.txn_coordinator
+    _, pid, e0 = await c.init_producer_id("tx", 60000, None)
+    assert await c.add_partitions("tx", pid, e0, {("t", 0)}, TV_2) == Errors.NONE
+    produce(node, "t", 0, pid, e0, 0)
+    assert await c.handle_end_transaction("tx", pid, e0, True, TV_2) == (Errors.NONE, pid, e0 + 1)
+    await settle(c)
+    assert await c.handle_end_transaction("tx", pid, e0, True, TV_2) == (Errors.NONE, pid, e0 + 1)  # retry
+    # an abort with nothing added still bumps (TV2 Empty/Complete* abort)
+    assert await c.handle_end_transaction("tx", pid, e0 + 1, False, TV_2) == (Errors.NONE, pid, e0 + 2)
+
+
+@run
+async def test_timeout_abort_fences_producer(tmp_path, nursery):
+    node = await started(tmp_path, nursery, **{
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "20"})
+    node.topics.create("t", 1)
+    c = node.txn_coordinator
+    _, pid, e0 = await c.init_producer_id("tx", 50, None)
+    await c.add_partitions("tx", pid, e0, {("t", 0)})
+    produce(node, "t", 0, pid, e0, 0)
+    with trio.fail_after(5):
+        while c.txn_manager.get("tx").state is not S.COMPLETE_ABORT:
+            await trio.sleep(0.02)
+    assert c.txn_manager.get("tx").producer_epoch > e0
+    assert (await c.handle_end_transaction("tx", pid, e0, True, TV_0))[0] == Errors.PRODUCER_FENCED
+
+
+@run
+async def test_prepare_commit_is_completed_after_restart(tmp_path, nursery):
+    node = await started(tmp_path, nursery)
+    node.topics.create("t", 2)
+    c = node.txn_coordinator
+    _, pid, e0 = await c.init_producer_id("tx", 60000, None)
+    await c.add_partitions("tx", pid, e0, {("t", 0), ("t", 1)})
+    produce(node, "t", 0, pid, e0, 0)
+    produce(node, "t", 1, pid, e0, 0)
+    # PrepareCommit made durable, then "crash" before any marker
+    md = c.txn_manager.get("tx")
+    transit = md.prepare_abort_or_commit(S.PREPARE_COMMIT, TV_0, -1, 1, False)
+    assert c.txn_manager.append_transaction_to_log("tx", c.txn_manager.coordinator_epoch, transit) == Errors.NONE
+    old_epoch = c.txn_manager.coordinator_epoch
+    node.crash()
+    node2 = await started(tmp_path, nursery)
+    c2 = node2.txn_coordinator
+    assert c2.txn_manager.coordinator_epoch == old_epoch + 1
+    await settle(c2)
+    assert c2.txn_manager.get("tx").state is S.COMPLETE_COMMIT
+    for p in (0, 1):
+        plog = node2.topics.partition("t", p).log
+        assert plog.last_stable_offset == plog.log_end_offset == 2
+        assert plog.aborted_transactions(0, 2) == []
+    # a marker from the old coordinator epoch is now refused
+    plog = node2.topics.partition("t", 0).log
+    with pytest.raises(Exception) as exc:
+        plog.append_control_marker(False, producer_id=pid, producer_epoch=e0, coordinator_epoch=old_epoch)
+    assert exc.value.error_code == Errors.TRANSACTION_COORDINATOR_FENCED
+
+
+@run
+async def test_verification_of_unadded_partition(tmp_path, nursery):
+    node = await started(tmp_path, nursery)
+    node.topics.create("t", 2)
+    c = node.txn_coordinator
+    _, pid, e0 = await c.init_producer_id("tx", 60000, None)
+    await c.add_partitions("tx", pid, e0, {("t", 0)})
+    res = c.verify_partitions("tx", pid, e0, [("t", 0), ("t", 1)])
+    assert res == {("t", 0): Errors.NONE, ("t", 1): Errors.TRANSACTION_ABORTABLE}
+    assert c.verification_error_for_produce(Errors.TRANSACTION_ABORTABLE, 0) == Errors.INVALID_TXN_STATE
+    assert c.verification_error_for_produce(Errors.TRANSACTION_ABORTABLE, 1) == Errors.TRANSACTION_ABORTABLE
+    assert c.verification_error_for_produce(Errors.PRODUCER_FENCED, 1) == Errors.INVALID_PRODUCER_EPOCH
+    assert c.verify_partitions("tx", pid, e0 + 1, [("t", 0)])[("t", 0)] == Errors.PRODUCER_FENCED
+
+
+@run
+async def test_expired_transactional_id_is_tombstoned(tmp_path, nursery):
+    node = await started(tmp_path, nursery, **{"transactional.id.expiration.ms": "1"})
+    c = node.txn_coordinator
+    _, pid, e0 = await c.init_producer_id("tx", 60000, None)
+    await trio.sleep(0.01)
+    assert c.txn_manager.remove_expired_transactional_ids(10**13) == ["tx"]
+    assert c.txn_manager.get("tx") is None
+    node.crash()
+    node2 = await started(tmp_path, nursery)
+    assert node2.txn_coordinator.txn_manager.get("tx") is None
