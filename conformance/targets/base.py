@@ -1,0 +1,414 @@
+"""The one interface every conformance target offers, and the wire questions they share.
+
+Why one interface: the runner must never ask *which* broker it drives. A case says "kill the
+TransactionCoordinator of txn-1"; the runner asks the target who that is (over the wire, the way
+a client would find out) and asks the target to kill that node. A target that cannot do what a
+case needs raises NotApplicable with the reason, so the case is reported as not applicable
+instead of being silently approximated.
+
+Life cycle: construct (cheap, no side effects) -> start(topology, broker_configs, workdir) ->
+node control and questions -> stop(). Targets are context managers; stop() is idempotent and
+ends every process the target started, by PID.
+"""
+from __future__ import annotations
+
+import abc
+import atexit
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, ClassVar, Collection, TypeVar
+
+import kafka.errors
+
+from . import wire
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: FindCoordinator errors that mean "ask again shortly" while a cluster converges:
+#: COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR.
+RETRIABLE_COORDINATOR_ERRORS = frozenset({14, 15, 16})
+
+#: Capabilities a target may declare. Process control ones are static; the API ones are
+#: discovered from ApiVersions once the target runs (an API a node lists is one it serves).
+CAPABILITIES = frozenset(
+    {
+        "kill",  # SIGKILL of one node
+        "pause",  # SIGSTOP / SIGCONT of one node
+        "restart",  # start a node again with the same data and ports
+        "stop_node",  # clean (SIGTERM) shutdown of one node
+        "multi_node",  # Topology(nodes > 1)
+        "fault_points",  # named fault points inside the broker (embedded only)
+        "describe_transactions",
+        "list_transactions",
+        "describe_producers",
+        "transactions",  # InitProducerId, AddPartitionsToTxn, EndTxn, TxnOffsetCommit
+    }
+)
+
+#: API key -> capability, for the discovered capabilities.
+API_CAPABILITIES = {65: "describe_transactions", 66: "list_transactions", 61: "describe_producers"}
+TRANSACTION_API_KEYS = (22, 24, 25, 26, 28)  # InitProducerId .. TxnOffsetCommit
+
+
+#: Targets started and not yet stopped: stopped at interpreter exit, so that an exception or
+#: Ctrl-C in the harness does not leave brokers running (a SIGKILLed harness still would).
+#: A strong reference: a target dropped without stop() must still be stoppable here.
+_started_targets: "set[Target]" = set()
+
+
+@atexit.register
+def _stop_started_targets() -> None:
+    for target in list(_started_targets):
+        try:
+            target.stop()
+        except Exception:  # best effort at exit; the next target must still be stopped
+            log.exception("stopping target %s at exit failed", target.name)
+
+
+def error_name(code: int) -> str:
+    """Kafka's name for an error code (COORDINATOR_NOT_AVAILABLE, ...)."""
+    return getattr(kafka.errors.for_code(code), "message", f"ERROR_{code}")
+
+
+class NotApplicable(Exception):
+    """This target cannot do what was asked; `reason` says why (shown in the case result)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class TargetUnavailable(Exception):
+    """The target cannot start on this machine (missing java, binary, ...); message says what to install."""
+
+
+class NoLiveNode(RuntimeError):
+    """Every node of the target is down (killed, paused or stopped): nobody can be asked."""
+
+
+class TargetStartError(Exception):
+    """The target was started but did not become ready; the message carries the log tail."""
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """A topic the case needs. replication_factor None means min(nodes, 3)."""
+
+    name: str
+    partitions: int = 1
+    replication_factor: int | None = None
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Topology:
+    nodes: int = 1
+    topics: list[TopicSpec] = field(default_factory=list)
+
+
+def wait_until(
+    what: str, probe: Callable[[], T | None], timeout: float, interval: float = 0.2
+) -> T:
+    """Call probe() until it returns something other than None, within `timeout` seconds.
+
+    probe may raise wire.WireError (a node not yet listening): that counts as "not yet".
+    The last such error is part of the TimeoutError message.
+    """
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while True:
+        try:
+            result = probe()
+            if result is not None:
+                return result
+        except wire.WireError as exc:
+            last_error = exc
+        if time.monotonic() >= deadline:
+            detail = f" (last error: {last_error})" if last_error else ""
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
+        time.sleep(interval)
+
+
+class Target(abc.ABC):
+    """A Kafka-compatible cluster the conformance runner drives. See the module docstring."""
+
+    name: ClassVar[str]
+    #: What this target can do whatever runs; API capabilities are added after start.
+    static_capabilities: ClassVar[frozenset[str]] = frozenset()
+    #: Seconds to wait for readiness (brokers registered, topic leaders elected, coordinators).
+    ready_timeout: float = 60.0
+    #: Ask FindCoordinator for a throw-away group and transactional.id at start, so that
+    #: __consumer_offsets and __transaction_state exist and are loaded before the case runs:
+    #: otherwise the first transaction of every case pays for creating them, and the time a
+    #: case measures depends on whether it was the first.
+    prewarm_coordinators: bool = False
+
+    def __init__(self) -> None:
+        #: node id -> (host, port) clients connect to.
+        self.addresses: dict[int, tuple[str, int]] = {}
+        #: nodes not to ask (killed, paused, stopped).
+        self.down: set[int] = set()
+        self.bootstrap: str | None = None
+        self.topology: Topology | None = None
+        self.broker_configs: dict[str, str] = {}
+        self.workdir: Path | None = None
+        self._discovered: frozenset[str] = frozenset()
+        self._finalized_features: dict[str, int] = {}
+        #: Seconds spent in each start phase (launch, brokers, topics, coordinators, total).
+        self.timings: dict[str, float] = {}
+
+    # ----------------------------------------------------------------- identity
+    @classmethod
+    @abc.abstractmethod
+    def availability(cls) -> tuple[bool, str]:
+        """(can it start on this machine, why not -- or what it will run when it can)."""
+
+    @property
+    @abc.abstractmethod
+    def version(self) -> str:
+        """Version of the broker software, e.g. "4.1.0"."""
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        return self.static_capabilities | self._discovered
+
+    @property
+    def finalized_features(self) -> dict[str, int]:
+        """Finalized feature levels (transaction.version, ...) from ApiVersions v3+, after start."""
+        return dict(self._finalized_features)
+
+    def require(self, capability: str, action: str) -> None:
+        if capability not in self.capabilities:
+            raise NotApplicable(f"target {self.name!r} cannot {action}: it lacks capability {capability!r}")
+
+    # ----------------------------------------------------------------- life cycle
+    def start(self, topology: Topology, broker_configs: dict[str, str], workdir: Path) -> str:
+        """Start the cluster, create the topology's topics, return the bootstrap address.
+
+        Returns only when every node sees every node, and every partition of every topic
+        has a leader on every node's metadata. On any failure the processes already started
+        are stopped before the error propagates.
+        """
+        ok, reason = self._available()
+        if not ok:
+            raise TargetUnavailable(f"target {self.name!r} is not available: {reason}")
+        if topology.nodes < 1:
+            raise ValueError("a topology needs at least one node")
+        if topology.nodes > 1 and not self._may_have_nodes(topology.nodes):
+            raise NotApplicable(
+                f"target {self.name!r} runs a single node; the case needs {topology.nodes}"
+            )
+        if self.bootstrap is not None:
+            raise RuntimeError(f"target {self.name!r} is already started")
+        self.topology = topology
+        self.broker_configs = dict(broker_configs)
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        t0 = mark = time.monotonic()
+
+        def phase(name: str) -> None:
+            nonlocal mark
+            now = time.monotonic()
+            self.timings[name] = round(now - mark, 3)
+            mark = now
+
+        _started_targets.add(self)
+        try:
+            self._launch(topology, dict(broker_configs), self.workdir)
+            phase("launch")
+            self.bootstrap = ",".join(f"{h}:{p}" for h, p in self.addresses.values())
+            self.wait_brokers(topology.nodes)
+            phase("brokers")
+            self._discover_capabilities()
+            self.create_topics(topology.topics)
+            phase("topics")
+            if self.prewarm_coordinators:
+                self.group_coordinator("kconform-prewarm")
+                if "transactions" in self.capabilities:
+                    self.transaction_coordinator("kconform-prewarm")
+                phase("coordinators")
+        except BaseException:
+            self.stop()
+            raise
+        self.timings["total"] = round(time.monotonic() - t0, 3)
+        return self.bootstrap
+
+    def _available(self) -> tuple[bool, str]:
+        """availability() for this instance (constructor arguments may make a difference)."""
+        return self.availability()
+
+    def _may_have_nodes(self, nodes: int) -> bool:
+        return "multi_node" in self.static_capabilities
+
+    @abc.abstractmethod
+    def _launch(self, topology: Topology, broker_configs: dict[str, str], workdir: Path) -> None:
+        """Start the processes (if any) and fill self.addresses; return once ports accept."""
+
+    @abc.abstractmethod
+    def stop(self) -> None:
+        """End every process this target started, by PID. Idempotent."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+        _started_targets.discard(self)
+
+    # ----------------------------------------------------------------- nodes
+    def node_ids(self) -> list[int]:
+        return sorted(self.addresses)
+
+    def live_addresses(self) -> list[tuple[int, tuple[str, int]]]:
+        return [(n, a) for n, a in sorted(self.addresses.items()) if n not in self.down]
+
+    def kill(self, node_id: int) -> None:
+        raise NotApplicable(f"target {self.name!r} cannot kill a node")
+
+    def pause(self, node_id: int) -> None:
+        raise NotApplicable(f"target {self.name!r} cannot pause a node")
+
+    def resume(self, node_id: int) -> None:
+        raise NotApplicable(f"target {self.name!r} cannot resume a node")
+
+    def restart(self, node_id: int) -> None:
+        raise NotApplicable(f"target {self.name!r} cannot restart a node")
+
+    def stop_node(self, node_id: int) -> None:
+        raise NotApplicable(f"target {self.name!r} cannot stop a single node")
+
+    def log_files(self) -> list[Path]:
+        return []
+
+    def rss_bytes(self) -> dict[int, int]:
+        """Resident memory per running node (empty where the target runs no local process)."""
+        return {}
+
+    # ----------------------------------------------------------------- wire questions
+    def _ask_live_nodes(self, what: str, question: Callable[[tuple[str, int]], T]) -> T:
+        """Ask the first live node that answers; raise wire.WireError if none does."""
+        live = self.live_addresses()
+        if not live:
+            raise NoLiveNode(f"cannot ask {what}: every node of target {self.name!r} is down")
+        errors = []
+        for node_id, address in live:
+            try:
+                return question(address)
+            except wire.WireError as exc:
+                errors.append(f"node {node_id}: {exc}")
+        raise wire.WireError(f"no live node answered {what}: " + "; ".join(errors))
+
+    def _coordinator(
+        self, key: str, key_type: int, timeout: float | None, exclude: Collection[int]
+    ) -> int:
+        kind = "TransactionCoordinator" if key_type == wire.TRANSACTION else "GroupCoordinator"
+        last = {}
+
+        def probe() -> int | None:
+            c = self._ask_live_nodes(
+                f"FindCoordinator({key!r})", lambda a: wire.find_coordinator(a, key, key_type)
+            )
+            last["answer"] = c
+            if c.error_code == 0:
+                return None if c.node_id in exclude else c.node_id
+            if c.error_code in RETRIABLE_COORDINATOR_ERRORS:
+                return None
+            raise RuntimeError(
+                f"FindCoordinator({key!r}) failed: {error_name(c.error_code)} {c.error_message or ''}"
+            )
+
+        try:
+            return wait_until(f"the {kind} of {key!r}", probe, timeout or self.ready_timeout)
+        except TimeoutError as exc:
+            c = last.get("answer")
+            said = f"; last answer: node {c.node_id}, {error_name(c.error_code)}" if c else ""
+            raise TimeoutError(f"{exc}{said}") from None
+
+    def transaction_coordinator(
+        self, transactional_id: str, *, timeout: float | None = None, exclude: Collection[int] = ()
+    ) -> int:
+        """Node id of the TransactionCoordinator, asked with FindCoordinator(key_type=1).
+
+        Waits while the cluster says COORDINATOR_NOT_AVAILABLE / LOAD_IN_PROGRESS (the first
+        ask creates __transaction_state). `exclude`: keep asking until the answer is none of
+        these nodes -- "wait until the coordinator has moved away from the node I killed".
+        """
+        return self._coordinator(transactional_id, wire.TRANSACTION, timeout, exclude)
+
+    def group_coordinator(
+        self, group_id: str, *, timeout: float | None = None, exclude: Collection[int] = ()
+    ) -> int:
+        """Node id of the GroupCoordinator, asked with FindCoordinator(key_type=0)."""
+        return self._coordinator(group_id, wire.GROUP, timeout, exclude)
+
+    def partition_leader(self, topic: str, partition: int) -> int:
+        """Leader node id of a partition as the cluster's Metadata says now; -1 when none."""
+        from .admin import partition_leader
+
+        return partition_leader(self._live_bootstrap(), topic, partition)
+
+    def _live_bootstrap(self) -> str:
+        live = self.live_addresses()
+        if not live:
+            raise NoLiveNode(f"every node of target {self.name!r} is down")
+        return ",".join(f"{h}:{p}" for _, (h, p) in live)
+
+    # ----------------------------------------------------------------- readiness
+    def wait_brokers(self, count: int, timeout: float | None = None) -> None:
+        """Every live node's Metadata lists at least `count` brokers (KRaft: unfenced ones)."""
+
+        def probe() -> bool | None:
+            for _, address in self.live_addresses():
+                if len(wire.metadata(address, []).brokers) < count:
+                    return None
+            return True
+
+        wait_until(f"{count} registered broker(s)", probe, timeout or self.ready_timeout)
+
+    def wait_node_ready(self, node_id: int, timeout: float | None = None) -> None:
+        """A (re)started node answers Metadata and lists itself among the live brokers."""
+        address = self.addresses[node_id]
+        wait_until(
+            f"node {node_id} to rejoin",
+            lambda: True if node_id in wire.metadata(address, []).brokers else None,
+            timeout or self.ready_timeout,
+        )
+
+    def create_topics(self, topics: list[TopicSpec], timeout: float | None = None) -> None:
+        """CreateTopics, then wait until every partition has a leader on every live node."""
+        if not topics:
+            return
+        from .admin import create_topics
+
+        nodes = self.topology.nodes if self.topology else 1
+        create_topics(self._live_bootstrap(), topics, nodes, timeout or self.ready_timeout)
+        self.wait_topics_ready(topics, timeout)
+
+    def wait_topics_ready(self, topics: list[TopicSpec], timeout: float | None = None) -> None:
+        names = [t.name for t in topics]
+        expected = {t.name: t.partitions for t in topics}
+
+        def probe() -> bool | None:
+            for _, address in self.live_addresses():
+                md = wire.metadata(address, names)
+                for name in names:
+                    t = md.topics.get(name)
+                    if t is None or t.error_code or len(t.partitions) < expected[name]:
+                        return None
+                    if any(p.leader < 0 or p.error_code for p in t.partitions):
+                        return None
+            return True
+
+        wait_until(f"leaders for topics {names}", probe, timeout or self.ready_timeout)
+
+    def _discover_capabilities(self) -> None:
+        versions = self._ask_live_nodes("ApiVersions", wire.api_versions)
+        found = {cap for key, cap in API_CAPABILITIES.items() if key in versions.api_versions}
+        if all(k in versions.api_versions for k in TRANSACTION_API_KEYS):
+            found.add("transactions")
+        self._discovered = frozenset(found)
+        self._finalized_features = dict(versions.finalized_features)

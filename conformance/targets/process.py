@@ -1,0 +1,178 @@
+"""One broker process that a target started: start, signal, wait, restart -- always by its PID.
+
+Why: node control (kill -9, SIGSTOP/SIGCONT, restart with the same data) is the same for every
+target that runs local processes; only the command line differs. Each process runs in its own
+session so that a Ctrl-C in the terminal reaches the harness, not the brokers, and the harness
+decides what happens to them. Nothing here looks a process up by name: we only ever signal the
+PID that Popen gave us.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """Ports the kernel considers free right now (all held open together so they are distinct).
+
+    A port can in principle be taken between this call and the broker's bind; the broker's
+    start-up then fails loudly and the caller sees it in the node log.
+    """
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((host, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def port_accepts(host: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+class NodeProcess:
+    """A broker process: its argv is fixed at construction so a restart repeats it exactly.
+
+    stdout and stderr are appended to `log_path` unless the caller asks for stdout as a pipe
+    (the embedded broker announces its port on stdout).
+    """
+
+    def __init__(
+        self,
+        argv: list[str],
+        log_path: Path,
+        *,
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+        stdout_pipe: bool = False,
+    ) -> None:
+        self.argv = list(argv)
+        self.log_path = log_path
+        self.cwd = cwd
+        self.env = env
+        self.stdout_pipe = stdout_pipe
+        self.popen: subprocess.Popen | None = None
+        self.paused = False
+        self._log_file = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.popen.pid if self.popen else None
+
+    def start(self) -> None:
+        if self.running():
+            raise RuntimeError(f"process {self.pid} is still running")
+        self._close_log()
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log_file = open(self.log_path, "ab")
+        self._log_file.write(f"\n=== start {time.strftime('%H:%M:%S')}: {' '.join(self.argv)}\n".encode())
+        self._log_file.flush()
+        self.popen = subprocess.Popen(
+            self.argv,
+            cwd=self.cwd,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE if self.stdout_pipe else self._log_file,
+            stderr=self._log_file,
+            start_new_session=True,
+        )
+        self.paused = False
+
+    def running(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def returncode(self) -> int | None:
+        return self.popen.poll() if self.popen else None
+
+    def _signal(self, sig: int) -> None:
+        if not self.running():
+            raise RuntimeError(f"process {self.pid} is not running")
+        os.kill(self.popen.pid, sig)
+
+    def kill(self) -> None:
+        """SIGKILL and reap: the process gets no chance to flush or say goodbye."""
+        if self.running():
+            os.kill(self.popen.pid, signal.SIGKILL)
+            self.popen.wait(timeout=30)
+        self.paused = False
+
+    def pause(self) -> None:
+        self._signal(signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        self._signal(signal.SIGCONT)
+        self.paused = False
+
+    def terminate(self, grace: float = 10.0) -> None:
+        """SIGTERM (clean shutdown), SIGKILL if it has not exited after `grace` seconds.
+
+        A stopped process would not act on SIGTERM, so it is continued first.
+        """
+        if not self.running():
+            self._close_log()
+            return
+        os.kill(self.popen.pid, signal.SIGTERM)
+        if self.paused:
+            os.kill(self.popen.pid, signal.SIGCONT)
+            self.paused = False
+        try:
+            self.popen.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            self.kill()
+        self._close_log()
+
+    def send_terminate(self) -> None:
+        """SIGTERM without waiting, so that several nodes can shut down in parallel."""
+        if self.running():
+            os.kill(self.popen.pid, signal.SIGTERM)
+            if self.paused:
+                os.kill(self.popen.pid, signal.SIGCONT)
+                self.paused = False
+
+    def wait_or_kill(self, deadline: float) -> None:
+        """After send_terminate(): wait until `deadline` (monotonic), then SIGKILL."""
+        if self.popen is None:
+            return
+        try:
+            self.popen.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.kill()
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log_file is not None and not self.running():
+            self._log_file.close()
+            self._log_file = None
+
+    def rss_bytes(self) -> int | None:
+        """Resident set size from /proc (Linux), None when not running."""
+        if not self.running():
+            return None
+        try:
+            with open(f"/proc/{self.popen.pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            return None
+        return None
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])

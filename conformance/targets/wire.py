@@ -1,0 +1,202 @@
+"""Blocking one-shot Kafka requests to one node, built with kafka-python's protocol classes.
+
+Why this module exists: a target must answer questions that no high-level client API answers,
+above all FindCoordinator(key_type=TRANSACTION) -- "which node is the TransactionCoordinator of
+this transactional.id?". It must also ask *one particular node* (a killed or paused node must
+not be asked, and a restarted node must be asked whether it already sees the cluster), which
+librdkafka's AdminClient does not let us choose.
+
+So: open a TCP connection to exactly the address given, negotiate versions with ApiVersions,
+send one request, read one response, close. No threads, no metadata cache, no retries (callers
+retry with their own deadline, because "not yet" is an expected answer while a cluster
+converges). The project's own codec (broker_impl.protocol) is deliberately not used: the targets
+must keep working while that codec is written, and a second, independent encoder makes a bug in
+either visible.
+"""
+from __future__ import annotations
+
+import itertools
+import socket
+import struct
+from dataclasses import dataclass, field
+
+from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from kafka.protocol.metadata.find_coordinator import (
+    CoordinatorType,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
+from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
+
+CLIENT_ID = "kconform-target"
+#: Kafka's UNSUPPORTED_VERSION error code (ApiVersions answers it in v0 layout).
+UNSUPPORTED_VERSION = 35
+
+_correlation_ids = itertools.count(1)
+
+GROUP = int(CoordinatorType.GROUP)
+TRANSACTION = int(CoordinatorType.TRANSACTION)
+
+
+class WireError(Exception):
+    """A request could not be completed (connection refused or reset, timeout, short read)."""
+
+
+@dataclass(frozen=True)
+class ApiVersions:
+    """What one node said in ApiVersions: api key -> (min, max), and its finalized features."""
+
+    api_versions: dict[int, tuple[int, int]]
+    finalized_features: dict[str, int] = field(default_factory=dict)
+
+    def max_version(self, api_key: int, client_max: int) -> int | None:
+        """Highest version both sides speak, or None when the node lacks the API."""
+        rng = self.api_versions.get(api_key)
+        if rng is None:
+            return None
+        low, high = rng
+        chosen = min(high, client_max)
+        return chosen if chosen >= low else None
+
+
+@dataclass(frozen=True)
+class Coordinator:
+    """One FindCoordinator answer. error_code 0 means node_id/host/port are meaningful."""
+
+    key: str
+    node_id: int
+    host: str
+    port: int
+    error_code: int
+    error_message: str | None
+
+
+@dataclass(frozen=True)
+class PartitionMetadata:
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    error_code: int
+
+
+@dataclass(frozen=True)
+class TopicMetadata:
+    name: str
+    error_code: int
+    partitions: tuple[PartitionMetadata, ...]
+
+
+@dataclass(frozen=True)
+class ClusterMetadata:
+    """Metadata as one node sees it: live (unfenced) brokers, controller and the asked topics."""
+
+    brokers: dict[int, tuple[str, int]]
+    controller_id: int
+    topics: dict[str, TopicMetadata]
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    chunks = []
+    while n:
+        chunk = sock.recv(n)
+        if not chunk:
+            raise WireError("connection closed by the node before the response was complete")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def _round_trip(address: tuple[str, int], request, response_cls, version: int, timeout: float):
+    """Send one framed request at `version` and decode its response (header included)."""
+    request.with_header(correlation_id=next(_correlation_ids), client_id=CLIENT_ID)
+    payload = request.encode(version=version, header=True, framed=True)
+    try:
+        with socket.create_connection(address, timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            sock.sendall(payload)
+            (size,) = struct.unpack(">i", _recv_exact(sock, 4))
+            body = _recv_exact(sock, size)
+    except OSError as exc:  # refused, reset, timed out
+        raise WireError(f"{address[0]}:{address[1]}: {exc}") from exc
+    return response_cls.decode(body, version=version, header=True)
+
+
+def api_versions(address: tuple[str, int], timeout: float = 5.0) -> ApiVersions:
+    """ApiVersions v0 (every Kafka-compatible node speaks it), then v3 for finalized features."""
+    resp = _round_trip(address, ApiVersionsRequest(), ApiVersionsResponse, 0, timeout)
+    if resp.error_code:
+        raise WireError(f"ApiVersions v0 failed with error code {resp.error_code}")
+    table = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+    features: dict[str, int] = {}
+    av_max = table.get(ApiVersionsRequest.API_KEY, (0, 0))[1]
+    if av_max >= 3:
+        req = ApiVersionsRequest(client_software_name="kconform", client_software_version="0")
+        v3 = _round_trip(address, req, ApiVersionsResponse, 3, timeout)
+        if v3.error_code == 0:
+            features = {f.name: f.max_version_level for f in (v3.finalized_features or [])}
+    return ApiVersions(table, features)
+
+
+def find_coordinator(
+    address: tuple[str, int], key: str, key_type: int, timeout: float = 5.0
+) -> Coordinator:
+    """FindCoordinator for one key, at the highest version the node and kafka-python share.
+
+    v4+ carries keys in a batch (KIP-699); older versions carry one key at top level. Either
+    way the answer is returned as a single Coordinator.
+    """
+    versions = api_versions(address, timeout)
+    version = versions.max_version(FindCoordinatorRequest.API_KEY, FindCoordinatorRequest.max_version)
+    if version is None:
+        raise WireError("the node does not offer FindCoordinator")
+    if key_type != GROUP and version < 1:
+        raise WireError("the node offers only FindCoordinator v0, which has no key_type")
+    if version >= 4:
+        req = FindCoordinatorRequest(key_type=key_type, coordinator_keys=[key])
+    else:
+        req = FindCoordinatorRequest(key=key, key_type=key_type)
+    resp = _round_trip(address, req, FindCoordinatorResponse, version, timeout)
+    if version >= 4:
+        c = next((c for c in resp.coordinators if c.key == key), None)
+        if c is None:
+            raise WireError(f"FindCoordinator v{version} response lacks key {key!r}")
+        return Coordinator(key, c.node_id, c.host, c.port, c.error_code, c.error_message)
+    message = resp.error_message if version >= 1 else None
+    return Coordinator(key, resp.node_id, resp.host, resp.port, resp.error_code, message)
+
+
+def metadata(
+    address: tuple[str, int], topics: list[str] | None = None, timeout: float = 5.0
+) -> ClusterMetadata:
+    """Metadata as this one node sees it; topics=None asks for all topics, [] for none.
+
+    Never auto-creates a topic: asking must not change the cluster.
+    """
+    versions = api_versions(address, timeout)
+    # The highest version both sides speak (Kafka 4 dropped v0; Tansu stops at v12).
+    version = versions.max_version(MetadataRequest.API_KEY, MetadataRequest.max_version)
+    if version is None:
+        raise WireError("the node does not offer Metadata")
+    if topics is None:
+        topic_list = None
+    else:
+        topic_list = [MetadataRequest.MetadataRequestTopic(name=t) for t in topics]
+    req = MetadataRequest(topics=topic_list, allow_auto_topic_creation=False)
+    resp = _round_trip(address, req, MetadataResponse, version, timeout)
+    brokers = {b.node_id: (b.host, b.port) for b in resp.brokers}
+    out_topics = {}
+    for t in resp.topics:
+        parts = tuple(
+            PartitionMetadata(
+                p.partition_index,
+                p.leader_id,
+                tuple(p.replica_nodes or ()),
+                tuple(p.isr_nodes or ()),
+                p.error_code,
+            )
+            for p in (t.partitions or ())
+        )
+        out_topics[t.name] = TopicMetadata(t.name, t.error_code, parts)
+    controller = resp.controller_id if version >= 1 else -1
+    return ClusterMetadata(brokers, controller, out_topics)

@@ -1,0 +1,105 @@
+"""Real-client helpers for the target tests: produce with confluent-kafka, read partitions back.
+
+Every loop is bounded by a deadline; nothing here asserts on time.
+"""
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+
+#: librdkafka's connection errors while a node is down are expected here: keep them off stderr.
+LIBRDKAFKA_LOG = logging.getLogger("kconform.tests.librdkafka")
+
+
+@dataclass(frozen=True)
+class Record:
+    partition: int
+    offset: int
+    key: str
+    value: str
+
+
+def producer(bootstrap: str, **extra) -> Producer:
+    conf = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "logger": LIBRDKAFKA_LOG}
+    conf.update(extra)
+    return Producer(conf)
+
+
+def produce(p: Producer, topic: str, records: list[tuple[int, str, str]], timeout: float = 30.0) -> None:
+    """Produce (partition, key, value) records and wait until every one is acknowledged."""
+    errors = []
+
+    def on_delivery(err, msg):
+        if err is not None:
+            errors.append(err)
+
+    for partition, key, value in records:
+        p.produce(topic, key=key.encode(), value=value.encode(), partition=partition, on_delivery=on_delivery)
+    remaining = p.flush(timeout)
+    assert remaining == 0, f"{remaining} records not acknowledged within {timeout}s"
+    assert not errors, f"delivery errors: {errors}"
+
+
+def read_partitions(
+    bootstrap: str,
+    topic: str,
+    partitions: list[int],
+    *,
+    isolation: str = "read_uncommitted",
+    expect: int,
+    timeout: float = 30.0,
+    settle: float = 1.0,
+) -> list[Record]:
+    """Read the partitions from the beginning until `expect` records arrived (or `timeout`),
+    then keep polling `settle` seconds more so that extra records (duplicates) show up too."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"kconform-read-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+            "auto.offset.reset": "earliest",
+            "logger": LIBRDKAFKA_LOG,
+        }
+    )
+    out: list[Record] = []
+    try:
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        deadline = time.monotonic() + timeout
+        settle_until = None
+        while True:
+            now = time.monotonic()
+            if settle_until is None and len(out) >= expect:
+                settle_until = now + settle
+            if now >= (settle_until or deadline):
+                break
+            msg = c.poll(0.2)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    continue
+                raise KafkaException(msg.error())
+            out.append(Record(msg.partition(), msg.offset(), msg.key().decode(), msg.value().decode()))
+    finally:
+        c.close()
+    return out
+
+
+def kafka_error_summary(exc: KafkaException) -> dict:
+    """The normalised outcome of a failed client call: name, code, and the client's classes."""
+    err = exc.args[0]
+    return {
+        "outcome": "error",
+        "error": err.name(),
+        "code": err.code(),
+        "retriable": err.retriable(),
+        "txn_requires_abort": err.txn_requires_abort(),
+        "fatal": err.fatal(),
+        "message": err.str(),
+    }

@@ -1,0 +1,52 @@
+"""The target registry and the availability checks (no broker is started here)."""
+from __future__ import annotations
+
+import pytest
+
+from conformance.targets import (
+    TARGETS,
+    ApacheKafkaTarget,
+    TargetUnavailable,
+    Topology,
+    make_target,
+    target_rows,
+)
+from conformance.targets.apache_kafka import kafka_uuid
+from conformance.targets.external import parse_bootstrap
+
+
+def test_rows_cover_every_target():
+    rows = target_rows()
+    assert [r[0] for r in rows] == ["embedded", "apache-kafka", "tansu", "external"]
+    for name, ok, detail in rows:
+        assert isinstance(ok, bool) and detail, name
+
+
+def test_make_target_rejects_unknown_names():
+    with pytest.raises(KeyError, match="known: embedded"):
+        make_target("redpanda")
+    assert isinstance(make_target("apache-kafka", version="4.1.0"), TARGETS["apache-kafka"])
+    assert make_target("apache-kafka", version="4.1.0").version == "4.1.0"
+
+
+def test_missing_java_says_what_to_install(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty directory: no java, no mvn
+    ok, reason = ApacheKafkaTarget.availability()
+    assert not ok
+    assert "apt-get install openjdk-17-jre-headless maven" in reason
+    target = ApacheKafkaTarget()
+    with pytest.raises(TargetUnavailable, match="openjdk-17-jre-headless"):
+        target.start(Topology(), {}, tmp_path / "work")
+    assert target.procs == {}
+
+
+def test_kafka_uuid_is_a_kafka_style_id():
+    ids = {kafka_uuid() for _ in range(200)}
+    assert len(ids) == 200
+    assert all(len(i) == 22 and not i.startswith("-") and "=" not in i for i in ids)
+
+
+def test_parse_bootstrap():
+    assert parse_bootstrap("127.0.0.1:9092, localhost:9093") == [("127.0.0.1", 9092), ("localhost", 9093)]
+    with pytest.raises(ValueError):
+        parse_bootstrap("no-port")
