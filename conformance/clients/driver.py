@@ -1,0 +1,208 @@
+"""Driver side of the protocol, shared by the Python drivers (confluent, kafka-python).
+
+A driver is a process that owns at most one producer, one consumer and one admin client of one client
+library, reads requests from stdin and answers each with one reply line (see ``protocol``). This module
+holds what does not depend on the library: the serve loop, the deadline, the op-thread that guarantees an
+answer even when a library call blocks without a timeout, and the bookkeeping for un-awaited sends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, TextIO
+
+from conformance.clients.errors import kafka_code
+from conformance.clients.protocol import OPS, PROTOCOL_VERSION
+
+# How long past an op's deadline the serve loop waits for the library call before answering
+# DEADLINE_EXCEEDED: library timeouts are not exact, and an answer that is a few ms late is still the
+# library's answer.
+LIBRARY_SLACK_S = 0.5
+
+
+class OpError(Exception):
+    """An error outcome decided by a driver (not raised by the library)."""
+
+    def __init__(self, name: str, message: str, *, origin: str = "driver", **extra: Any) -> None:
+        super().__init__(message)
+        self.info = {
+            "name": name, "code": kafka_code(name), "retriable": False, "abortable": False,
+            "fatal": False, "fenced": False, "message": message, "client_class": "", "origin": origin,
+            **extra,
+        }
+
+
+class ReportedError(Exception):
+    """An error the library reported as data (a delivery report, a per-partition result), already
+    normalised by the driver; it becomes the op's outcome unchanged."""
+
+    def __init__(self, info: dict[str, Any]) -> None:
+        super().__init__(info.get("message", ""))
+        self.info = info
+
+
+def unsupported(op: str, why: str) -> OpError:
+    return OpError("UNSUPPORTED_BY_CLIENT", f"{op}: {why}")
+
+
+class Deadline:
+    """An op's time budget; every blocking library call gets ``remaining()`` at most."""
+
+    def __init__(self, budget_ms: float) -> None:
+        self.budget_ms = budget_ms
+        self.end = time.monotonic() + budget_ms / 1000.0
+
+    def remaining(self) -> float:
+        """Seconds left, never negative."""
+        return max(0.0, self.end - time.monotonic())
+
+    def remaining_ms(self) -> int:
+        return int(self.remaining() * 1000)
+
+    @property
+    def expired(self) -> bool:
+        return time.monotonic() >= self.end
+
+
+@dataclass
+class Deliveries:
+    """Delivery results of ``send`` with ``wait: false``, handed out by the next ``flush``."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    next_seq: int = 0
+    outstanding: set[int] = field(default_factory=set)
+    done: list[dict[str, Any]] = field(default_factory=list)
+
+    def new(self) -> int:
+        with self.lock:
+            self.next_seq += 1
+            self.outstanding.add(self.next_seq)
+            return self.next_seq
+
+    def complete(self, seq: int, result: dict[str, Any]) -> None:
+        with self.lock:
+            self.outstanding.discard(seq)
+            self.done.append({"seq": seq, **result})
+
+    def take(self) -> tuple[list[dict[str, Any]], int]:
+        """Completed results (sorted by seq) and how many are still outstanding."""
+        with self.lock:
+            done, self.done = sorted(self.done, key=lambda d: d["seq"]), []
+            return done, len(self.outstanding)
+
+
+def parse_config_value(value: Any) -> Any:
+    """JSON config values as a Java-properties user would mean them: "true" -> True, "5" -> 5."""
+    if isinstance(value, str):
+        low = value.strip().lower()
+        if low in ("true", "false"):
+            return low == "true"
+        try:
+            return int(value)
+        except ValueError:
+            return value
+    return value
+
+
+class BaseDriver:
+    """One client library behind the protocol. Subclasses define ``op_<name>(args, deadline)``
+    methods returning the reply's ``data`` and ``normalise(exc, op)`` returning the error dict."""
+
+    client_name = "?"
+
+    def __init__(self) -> None:
+        self.deliveries = Deliveries()
+
+    # -- to implement -------------------------------------------------------------------------------
+    def hello_data(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def normalise(self, exc: BaseException, op: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    # -- shared ops --------------------------------------------------------------------------------
+    def op_hello(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
+        return {**self.hello_data(), "language": "python", "protocol": PROTOCOL_VERSION,
+                "pid": os.getpid()}
+
+    # -- dispatch ----------------------------------------------------------------------------------
+    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Run one request and build its reply. Never raises; never blocks past deadline + slack."""
+        req_id = request.get("id")
+        op = request.get("op")
+        try:
+            budget = float(request.get("deadline_ms", 30000))
+        except (TypeError, ValueError):
+            budget = 30000.0
+        deadline = Deadline(budget)
+        if op not in OPS:
+            return error_reply(req_id, OpError("DRIVER_ERROR", f"unknown op {op!r}").info)
+        method: Callable[[dict[str, Any], Deadline], dict[str, Any]] | None = getattr(self, f"op_{op}", None)
+        if method is None:
+            return error_reply(req_id, unsupported(op, f"{self.client_name} has no such operation").info)
+        args = {k: v for k, v in request.items() if k not in ("id", "op", "deadline_ms")}
+        box: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                box["data"] = method(args, deadline)
+            except (OpError, ReportedError) as exc:
+                box["error"] = exc.info
+            except BaseException as exc:  # noqa: BLE001 - every library failure becomes an outcome
+                try:
+                    box["error"] = self.normalise(exc, op)
+                except BaseException as nexc:  # noqa: BLE001
+                    box["error"] = OpError(
+                        "DRIVER_ERROR", f"normalising {exc!r} failed: {nexc!r}",
+                        traceback=traceback.format_exc()).info
+
+        worker = threading.Thread(target=run, name=f"op-{op}-{req_id}", daemon=True)
+        worker.start()
+        worker.join(deadline.remaining() + LIBRARY_SLACK_S)
+        if worker.is_alive():
+            return error_reply(req_id, OpError(
+                "DEADLINE_EXCEEDED",
+                f"{op}: the library call was still running after {budget:.0f} ms").info)
+        if "error" in box:
+            return error_reply(req_id, box["error"])
+        return {"id": req_id, "ok": True, "data": box.get("data") or {}}
+
+
+def error_reply(req_id: Any, info: dict[str, Any]) -> dict[str, Any]:
+    return {"id": req_id, "ok": False, "error": info}
+
+
+def protect_stdout() -> TextIO:
+    """Keep the real stdout for protocol replies and point fd 1 (and sys.stdout) at stderr, so that
+    output from the client library (C or Python) can never interleave with a reply line."""
+    proto_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return os.fdopen(proto_fd, "w", encoding="utf-8", buffering=1)
+
+
+def serve(driver: BaseDriver, stdin: TextIO | None = None, out: TextIO | None = None) -> int:
+    """Answer requests until stdin closes. Returns the process exit status."""
+    out = out or protect_stdout()
+    stdin = stdin or sys.stdin
+    for line in stdin:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            request = json.loads(line)
+            if not isinstance(request, dict):
+                raise ValueError("request is not a JSON object")
+        except ValueError as exc:
+            reply = error_reply(None, OpError("DRIVER_ERROR", f"malformed request: {exc}").info)
+        else:
+            reply = driver.handle(request)
+        out.write(json.dumps(reply, separators=(",", ":"), default=str) + "\n")
+        out.flush()
+    return 0

@@ -1,0 +1,640 @@
+package kconform.driver;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.io.BufferedReader;
+import java.io.FileOutputStream;
+import java.io.FileDescriptor;
+import java.io.InputStream;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.CreateTopicsOptions;
+import org.apache.kafka.clients.admin.DescribeTransactionsResult;
+import org.apache.kafka.clients.admin.ListOffsetsOptions;
+import org.apache.kafka.clients.admin.ListOffsetsResult;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.TransactionDescription;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.IsolationLevel;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeaders;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+/**
+ * kconform's Java client driver: one KafkaProducer, one KafkaConsumer and one Admin of
+ * org.apache.kafka:kafka-clients behind the line-delimited JSON driver protocol
+ * (conformance/clients/protocol.py documents it).
+ *
+ * <p>Each op runs on a worker thread and the main loop waits for it until the op's deadline (+ slack):
+ * several kafka-clients calls have no timeout of their own (flush, and initTransactions/commitTransaction
+ * block up to max.block.ms), and the protocol promises an answer by the deadline. A call still running
+ * then is answered DEADLINE_EXCEEDED and left to finish in the background.
+ */
+public final class Driver {
+    private static final long LIBRARY_SLACK_MS = 500;
+    private static final Set<String> OPS = Set.of(
+            "hello", "create_producer", "create_consumer", "create_admin", "init_transactions",
+            "begin_transaction", "send", "flush", "send_offsets_to_transaction", "commit_transaction",
+            "abort_transaction", "subscribe", "assign", "poll", "commit", "committed", "position", "close",
+            "describe_transactions", "list_offsets", "create_topics");
+    private static final Set<String> PRODUCER_OPS = Set.of(
+            "init_transactions", "begin_transaction", "send", "flush", "send_offsets_to_transaction",
+            "commit_transaction", "abort_transaction");
+
+    private volatile KafkaProducer<byte[], byte[]> producer;
+    private volatile KafkaConsumer<byte[], byte[]> consumer;
+    private volatile Admin admin;
+    private volatile String bootstrap;
+    private final ExecutorService workers = Executors.newCachedThreadPool(r -> {
+        Thread t = new Thread(r, "kconform-op");
+        t.setDaemon(true);
+        return t;
+    });
+
+    // Delivery results of send(wait=false), handed out by the next flush.
+    private long nextSeq = 0;
+    private final Set<Long> outstanding = new HashSet<>();
+    private final List<ObjectNode> delivered = new ArrayList<>();
+
+    /** A failure the driver decides (not thrown by kafka-clients). */
+    static final class OpError extends RuntimeException {
+        final ObjectNode info;
+
+        OpError(String name, String message) {
+            super(message);
+            this.info = Outcomes.driverError(name, message);
+        }
+
+        OpError(ObjectNode info) {
+            super(info.path("message").asText());
+            this.info = info;
+        }
+    }
+
+    /** An op's time budget. */
+    static final class Deadline {
+        final long endNanos;
+
+        Deadline(long budgetMs) {
+            this.endNanos = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(budgetMs);
+        }
+
+        long remainingMs() {
+            return Math.max(0, TimeUnit.NANOSECONDS.toMillis(endNanos - System.nanoTime()));
+        }
+
+        Duration remaining() {
+            return Duration.ofMillis(remainingMs());
+        }
+
+        boolean expired() {
+            return System.nanoTime() >= endNanos;
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        // Replies own the real stdout; anything else printing to System.out lands on stderr instead.
+        PrintStream replies = new PrintStream(new FileOutputStream(FileDescriptor.out), false, StandardCharsets.UTF_8);
+        System.setOut(System.err);
+        InputStream in = System.in;
+        BufferedReader reader = new BufferedReader(new InputStreamReader(in, StandardCharsets.UTF_8));
+        Driver driver = new Driver();
+        String line;
+        while ((line = reader.readLine()) != null) {
+            if (line.isBlank()) continue;
+            ObjectNode reply = driver.handleLine(line);
+            replies.println(Outcomes.JSON.writeValueAsString(reply));
+            replies.flush();
+        }
+        // stdin closed: the runner is done with us. Do not wait for client threads.
+        Runtime.getRuntime().halt(0);
+    }
+
+    ObjectNode handleLine(String line) {
+        JsonNode req;
+        try {
+            req = Outcomes.JSON.readTree(line);
+        } catch (Exception e) {
+            return errorReply(null, Outcomes.driverError("DRIVER_ERROR", "malformed request: " + e.getMessage()));
+        }
+        JsonNode id = req.get("id");
+        String op = req.path("op").asText("");
+        Deadline deadline = new Deadline(req.path("deadline_ms").asLong(30000));
+        if (!OPS.contains(op)) {
+            return errorReply(id, Outcomes.driverError("DRIVER_ERROR", "unknown op '" + op + "'"));
+        }
+        Future<JsonNode> future = workers.submit(() -> dispatch(op, req, deadline));
+        try {
+            JsonNode data = future.get(deadline.remainingMs() + LIBRARY_SLACK_MS, TimeUnit.MILLISECONDS);
+            ObjectNode reply = Outcomes.JSON.createObjectNode();
+            reply.set("id", id);
+            reply.put("ok", true);
+            reply.set("data", data == null ? Outcomes.JSON.createObjectNode() : data);
+            return reply;
+        } catch (TimeoutException e) {
+            return errorReply(id, Outcomes.driverError("DEADLINE_EXCEEDED",
+                    op + ": the library call was still running after " + req.path("deadline_ms").asLong(30000) + " ms"));
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return errorReply(id, Outcomes.driverError("DRIVER_ERROR", "interrupted"));
+        } catch (java.util.concurrent.ExecutionException e) {
+            Throwable cause = e.getCause();
+            if (cause instanceof OpError) {
+                return errorReply(id, ((OpError) cause).info);
+            }
+            return errorReply(id, Outcomes.error(cause, PRODUCER_OPS.contains(op) ? producer : null));
+        }
+    }
+
+    private static ObjectNode errorReply(JsonNode id, ObjectNode info) {
+        ObjectNode reply = Outcomes.JSON.createObjectNode();
+        reply.set("id", id);
+        reply.put("ok", false);
+        reply.set("error", info);
+        return reply;
+    }
+
+    private JsonNode dispatch(String op, JsonNode a, Deadline d) throws Exception {
+        switch (op) {
+            case "hello": return hello();
+            case "create_producer": return createProducer(a);
+            case "create_consumer": return createConsumer(a);
+            case "create_admin": return createAdmin(a);
+            case "init_transactions": producer().initTransactions(); return empty();
+            case "begin_transaction": producer().beginTransaction(); return empty();
+            case "commit_transaction": producer().commitTransaction(); return empty();
+            case "abort_transaction": producer().abortTransaction(); return empty();
+            case "send_offsets_to_transaction": return sendOffsets(a);
+            case "send": return send(a, d);
+            case "flush": return flush();
+            case "subscribe": return subscribe(a);
+            case "assign": return assign(a);
+            case "poll": return poll(a, d);
+            case "commit": return commit(a, d);
+            case "committed": return committed(a, d);
+            case "position": return position(a, d);
+            case "close": return close(a, d);
+            case "describe_transactions": return describeTransactions(a, d);
+            case "list_offsets": return listOffsets(a, d);
+            case "create_topics": return createTopics(a, d);
+            default: throw new OpError("UNSUPPORTED_BY_CLIENT", op);
+        }
+    }
+
+    private static ObjectNode empty() {
+        return Outcomes.JSON.createObjectNode();
+    }
+
+    private ObjectNode hello() throws Exception {
+        ObjectNode data = empty();
+        Properties version = new Properties();
+        try (InputStream in = KafkaProducer.class.getResourceAsStream("/kafka/kafka-version.properties")) {
+            if (in != null) version.load(in);
+        }
+        data.put("client", "java");
+        data.put("library", "kafka-clients");
+        data.put("library_version", version.getProperty("version", "unknown"));
+        data.put("client_version", version.getProperty("version", "unknown"));
+        data.put("language", "java");
+        data.put("java_version", System.getProperty("java.version"));
+        data.put("protocol", 1);
+        data.put("pid", ProcessHandle.current().pid());
+        return data;
+    }
+
+    // -- lifecycle ----------------------------------------------------------------------------------
+    private Properties props(JsonNode a) {
+        Properties p = new Properties();
+        Iterator<Map.Entry<String, JsonNode>> it = a.path("config").fields();
+        while (it.hasNext()) {
+            Map.Entry<String, JsonNode> e = it.next();
+            p.put(e.getKey(), e.getValue().isTextual() ? e.getValue().asText() : e.getValue().toString());
+        }
+        if (p.getProperty("bootstrap.servers") != null) bootstrap = p.getProperty("bootstrap.servers");
+        return p;
+    }
+
+    private JsonNode createProducer(JsonNode a) {
+        if (producer != null) throw new OpError("ILLEGAL_STATE", "this driver already has a producer; start another driver");
+        producer = new KafkaProducer<>(props(a), new ByteArraySerializer(), new ByteArraySerializer());
+        ObjectNode data = empty();
+        data.put("client_id", a.path("config").path("client.id").asText(null));
+        return data;
+    }
+
+    private JsonNode createConsumer(JsonNode a) {
+        if (consumer != null) throw new OpError("ILLEGAL_STATE", "this driver already has a consumer; start another driver");
+        consumer = new KafkaConsumer<>(props(a), new ByteArrayDeserializer(), new ByteArrayDeserializer());
+        ObjectNode data = empty();
+        data.put("client_id", a.path("config").path("client.id").asText(null));
+        return data;
+    }
+
+    private JsonNode createAdmin(JsonNode a) {
+        Properties p = new Properties();
+        Iterator<Map.Entry<String, JsonNode>> it = a.path("config").fields();
+        while (it.hasNext()) {
+            Map.Entry<String, JsonNode> e = it.next();
+            p.put(e.getKey(), e.getValue().isTextual() ? e.getValue().asText() : e.getValue().toString());
+        }
+        if (p.getProperty("bootstrap.servers") == null) {
+            if (bootstrap == null) throw new OpError("ILLEGAL_STATE", "create_admin needs config with bootstrap.servers");
+            p.put("bootstrap.servers", bootstrap);
+        }
+        admin = Admin.create(p);
+        return empty();
+    }
+
+    private Admin admin() {
+        if (admin == null) createAdmin(empty());
+        return admin;
+    }
+
+    private KafkaProducer<byte[], byte[]> producer() {
+        if (producer == null) throw new OpError("ILLEGAL_STATE", "no producer: call create_producer first");
+        return producer;
+    }
+
+    private KafkaConsumer<byte[], byte[]> consumer() {
+        if (consumer == null) throw new OpError("ILLEGAL_STATE", "no consumer: call create_consumer first");
+        return consumer;
+    }
+
+    @SuppressWarnings("deprecation")
+    private JsonNode close(JsonNode a, Deadline d) {
+        String which = a.path("which").asText("all");
+        ArrayNode closed = Outcomes.JSON.createArrayNode();
+        if ((which.equals("producer") || which.equals("all")) && producer != null) {
+            producer.close(d.remaining());
+            producer = null;
+            closed.add("producer");
+        }
+        if ((which.equals("consumer") || which.equals("all")) && consumer != null) {
+            consumer.close(d.remaining());
+            consumer = null;
+            closed.add("consumer");
+        }
+        if ((which.equals("admin") || which.equals("all")) && admin != null) {
+            admin.close(d.remaining());
+            admin = null;
+            closed.add("admin");
+        }
+        ObjectNode data = empty();
+        data.set("closed", closed);
+        return data;
+    }
+
+    // -- produce ------------------------------------------------------------------------------------
+    private static TopicPartition tp(JsonNode n) {
+        return new TopicPartition(n.get("topic").asText(), n.get("partition").asInt());
+    }
+
+    private static Map<TopicPartition, OffsetAndMetadata> offsets(JsonNode rows) {
+        Map<TopicPartition, OffsetAndMetadata> out = new LinkedHashMap<>();
+        for (JsonNode r : rows) {
+            out.put(tp(r), new OffsetAndMetadata(r.get("offset").asLong(), r.path("metadata").asText("")));
+        }
+        return out;
+    }
+
+    private JsonNode send(JsonNode a, Deadline d) throws Exception {
+        KafkaProducer<byte[], byte[]> p = producer();
+        RecordHeaders headers = new RecordHeaders();
+        for (JsonNode h : a.path("headers")) {
+            headers.add(h.get(0).asText(), Outcomes.bytes(h.get(1)));
+        }
+        Integer partition = a.hasNonNull("partition") ? a.get("partition").asInt() : null;
+        Long timestamp = a.hasNonNull("timestamp_ms") ? a.get("timestamp_ms").asLong() : null;
+        String topic = a.get("topic").asText();
+        ProducerRecord<byte[], byte[]> record = new ProducerRecord<>(
+                topic, partition, timestamp, Outcomes.bytes(a.get("key")), Outcomes.bytes(a.get("value")), headers);
+        if (!a.path("wait").asBoolean(true)) {
+            long seq;
+            synchronized (delivered) {
+                seq = ++nextSeq;
+                outstanding.add(seq);
+            }
+            try {
+                p.send(record, (md, ex) -> {
+                    ObjectNode r = ex == null ? metadata(md) : failed(topic, partition, ex);
+                    r.put("seq", seq);
+                    synchronized (delivered) {
+                        outstanding.remove(seq);
+                        delivered.add(r);
+                    }
+                });
+            } catch (RuntimeException e) {
+                synchronized (delivered) {
+                    outstanding.remove(seq);
+                }
+                throw e;
+            }
+            ObjectNode data = empty();
+            data.put("queued", true);
+            data.put("seq", seq);
+            return data;
+        }
+        Future<RecordMetadata> f = p.send(record);
+        try {
+            return metadata(f.get(d.remainingMs(), TimeUnit.MILLISECONDS));
+        } catch (TimeoutException e) {
+            throw new OpError("DEADLINE_EXCEEDED", "no delivery result before the deadline");
+        }
+    }
+
+    private ObjectNode failed(String topic, Integer partition, Exception ex) {
+        ObjectNode r = empty();
+        r.put("topic", topic);
+        if (partition == null) r.putNull("partition"); else r.put("partition", partition);
+        r.set("error", Outcomes.error(ex, producer));
+        return r;
+    }
+
+    private static ObjectNode metadata(RecordMetadata md) {
+        ObjectNode r = empty();
+        r.put("topic", md.topic());
+        r.put("partition", md.partition());
+        r.put("offset", md.offset());
+        if (md.hasTimestamp()) r.put("timestamp_ms", md.timestamp()); else r.putNull("timestamp_ms");
+        return r;
+    }
+
+    private JsonNode flush() {
+        producer().flush();
+        ArrayNode out = Outcomes.JSON.createArrayNode();
+        int pending;
+        synchronized (delivered) {
+            delivered.sort(Comparator.comparingLong(n -> n.get("seq").asLong()));
+            for (ObjectNode n : delivered) out.add(n);
+            delivered.clear();
+            pending = outstanding.size();
+        }
+        if (pending > 0) {
+            ObjectNode info = Outcomes.driverError("DEADLINE_EXCEEDED", pending + " records undelivered after flush");
+            info.set("deliveries", out);
+            info.put("pending", pending);
+            throw new OpError(info);
+        }
+        ObjectNode data = empty();
+        data.set("deliveries", out);
+        return data;
+    }
+
+    private JsonNode sendOffsets(JsonNode a) {
+        ConsumerGroupMetadata group;
+        if (consumer != null) {
+            group = consumer.groupMetadata();
+        } else if (a.hasNonNull("group_id")) {
+            group = new ConsumerGroupMetadata(a.get("group_id").asText());
+        } else {
+            throw new OpError("ILLEGAL_STATE", "send_offsets_to_transaction needs a consumer or a group_id");
+        }
+        producer().sendOffsetsToTransaction(offsets(a.get("offsets")), group);
+        return empty();
+    }
+
+    // -- consume ------------------------------------------------------------------------------------
+    private JsonNode subscribe(JsonNode a) {
+        List<String> topics = new ArrayList<>();
+        for (JsonNode t : a.get("topics")) topics.add(t.asText());
+        consumer().subscribe(topics);
+        return empty();
+    }
+
+    private JsonNode assign(JsonNode a) {
+        List<TopicPartition> parts = new ArrayList<>();
+        for (JsonNode p : a.get("partitions")) parts.add(tp(p));
+        KafkaConsumer<byte[], byte[]> c = consumer();
+        c.assign(parts);
+        for (JsonNode p : a.get("partitions")) {
+            if (p.hasNonNull("offset")) c.seek(tp(p), p.get("offset").asLong());
+        }
+        return empty();
+    }
+
+    private JsonNode poll(JsonNode a, Deadline d) {
+        KafkaConsumer<byte[], byte[]> c = consumer();
+        int max = a.path("max_records").asInt(500);
+        Deadline window = new Deadline(Math.min(a.path("timeout_ms").asLong(1000), d.remainingMs()));
+        ArrayNode records = Outcomes.JSON.createArrayNode();
+        // Records a poll returned beyond max_records: the consumer is sought back to the first of them
+        // per partition, so they are read again by the next poll, as in the other drivers.
+        Map<TopicPartition, Long> rewind = new HashMap<>();
+        while (records.size() < max && !window.expired()) {
+            ConsumerRecords<byte[], byte[]> batch = c.poll(Duration.ofMillis(Math.min(200, window.remainingMs())));
+            for (ConsumerRecord<byte[], byte[]> r : batch) {
+                TopicPartition part = new TopicPartition(r.topic(), r.partition());
+                if (records.size() >= max || rewind.containsKey(part)) {
+                    rewind.putIfAbsent(part, r.offset());
+                    continue;
+                }
+                ObjectNode n = records.addObject();
+                n.put("topic", r.topic());
+                n.put("partition", r.partition());
+                n.put("offset", r.offset());
+                n.set("key", Outcomes.payload(r.key()));
+                n.set("value", Outcomes.payload(r.value()));
+                ArrayNode hs = n.putArray("headers");
+                for (Header h : r.headers()) {
+                    ArrayNode pair = hs.addArray();
+                    pair.add(h.key());
+                    pair.add(Outcomes.payload(h.value()));
+                }
+                if (r.timestamp() >= 0) n.put("timestamp_ms", r.timestamp()); else n.putNull("timestamp_ms");
+            }
+        }
+        for (Map.Entry<TopicPartition, Long> e : rewind.entrySet()) c.seek(e.getKey(), e.getValue());
+        ObjectNode data = empty();
+        data.set("records", records);
+        return data;
+    }
+
+    private JsonNode commit(JsonNode a, Deadline d) {
+        if (a.hasNonNull("offsets") && a.get("offsets").size() > 0) {
+            consumer().commitSync(offsets(a.get("offsets")), d.remaining());
+        } else {
+            consumer().commitSync(d.remaining());
+        }
+        return empty();
+    }
+
+    private JsonNode committed(JsonNode a, Deadline d) {
+        Set<TopicPartition> parts = new java.util.LinkedHashSet<>();
+        for (JsonNode p : a.get("partitions")) parts.add(tp(p));
+        Map<TopicPartition, OffsetAndMetadata> got = consumer().committed(parts, d.remaining());
+        ArrayNode out = Outcomes.JSON.createArrayNode();
+        for (TopicPartition t : parts) {
+            OffsetAndMetadata om = got.get(t);
+            ObjectNode n = out.addObject();
+            n.put("topic", t.topic());
+            n.put("partition", t.partition());
+            if (om == null) {
+                n.putNull("offset");
+                n.putNull("metadata");
+            } else {
+                n.put("offset", om.offset());
+                n.put("metadata", om.metadata());
+            }
+        }
+        ObjectNode data = empty();
+        data.set("offsets", out);
+        return data;
+    }
+
+    private JsonNode position(JsonNode a, Deadline d) {
+        KafkaConsumer<byte[], byte[]> c = consumer();
+        List<TopicPartition> parts = new ArrayList<>();
+        if (a.hasNonNull("partitions") && a.get("partitions").size() > 0) {
+            for (JsonNode p : a.get("partitions")) parts.add(tp(p));
+        } else {
+            parts.addAll(c.assignment());
+            parts.sort(Comparator.comparing(TopicPartition::topic).thenComparingInt(TopicPartition::partition));
+        }
+        ArrayNode out = Outcomes.JSON.createArrayNode();
+        for (TopicPartition t : parts) {
+            ObjectNode n = out.addObject();
+            n.put("topic", t.topic());
+            n.put("partition", t.partition());
+            n.put("offset", c.position(t, d.remaining()));
+        }
+        ObjectNode data = empty();
+        data.set("positions", out);
+        return data;
+    }
+
+    // -- admin --------------------------------------------------------------------------------------
+    private JsonNode describeTransactions(JsonNode a, Deadline d) throws Exception {
+        List<String> ids = new ArrayList<>();
+        for (JsonNode id : a.get("ids")) ids.add(id.asText());
+        DescribeTransactionsResult result = admin().describeTransactions(ids);
+        ArrayNode out = Outcomes.JSON.createArrayNode();
+        for (String id : ids) {
+            ObjectNode n = out.addObject();
+            n.put("transactional_id", id);
+            try {
+                TransactionDescription t = result.description(id).get(d.remainingMs(), TimeUnit.MILLISECONDS);
+                n.put("state", t.state().toString());
+                n.put("producer_id", t.producerId());
+                n.put("producer_epoch", t.producerEpoch());
+                n.put("timeout_ms", t.transactionTimeoutMs());
+                n.put("coordinator_id", t.coordinatorId());
+                TreeMap<String, TopicPartition> sorted = new TreeMap<>();
+                for (TopicPartition tp : t.topicPartitions()) sorted.put(tp.topic() + "\0" + String.format("%09d", tp.partition()), tp);
+                ArrayNode parts = n.putArray("partitions");
+                for (TopicPartition tp : sorted.values()) {
+                    ObjectNode pn = parts.addObject();
+                    pn.put("topic", tp.topic());
+                    pn.put("partition", tp.partition());
+                }
+            } catch (TimeoutException e) {
+                throw new OpError("DEADLINE_EXCEEDED", "describe_transactions: no answer for " + id + " before the deadline");
+            } catch (java.util.concurrent.ExecutionException e) {
+                n.set("error", Outcomes.error(e, null));
+            }
+        }
+        ObjectNode data = empty();
+        data.set("transactions", out);
+        return data;
+    }
+
+    private JsonNode listOffsets(JsonNode a, Deadline d) throws Exception {
+        String specName = a.path("spec").asText("latest");
+        OffsetSpec spec;
+        switch (specName) {
+            case "earliest": spec = OffsetSpec.earliest(); break;
+            case "latest": spec = OffsetSpec.latest(); break;
+            case "timestamp": spec = OffsetSpec.forTimestamp(a.get("timestamp_ms").asLong()); break;
+            default: throw new OpError("INVALID_ARGUMENT", "spec must be earliest|latest|timestamp, not " + specName);
+        }
+        IsolationLevel level = a.path("isolation_level").asText("read_uncommitted").equals("read_committed")
+                ? IsolationLevel.READ_COMMITTED : IsolationLevel.READ_UNCOMMITTED;
+        Map<TopicPartition, OffsetSpec> request = new LinkedHashMap<>();
+        for (JsonNode p : a.get("partitions")) request.put(tp(p), spec);
+        ListOffsetsOptions options = new ListOffsetsOptions(level);
+        options.timeoutMs((int) Math.max(1, d.remainingMs()));
+        ListOffsetsResult result = admin().listOffsets(request, options);
+        ArrayNode out = Outcomes.JSON.createArrayNode();
+        for (TopicPartition t : request.keySet()) {
+            ObjectNode n = out.addObject();
+            n.put("topic", t.topic());
+            n.put("partition", t.partition());
+            try {
+                ListOffsetsResult.ListOffsetsResultInfo info = result.partitionResult(t).get(d.remainingMs(), TimeUnit.MILLISECONDS);
+                n.put("offset", info.offset());
+                if (info.timestamp() >= 0) n.put("timestamp_ms", info.timestamp()); else n.putNull("timestamp_ms");
+            } catch (TimeoutException e) {
+                throw new OpError("DEADLINE_EXCEEDED", "list_offsets: no answer for " + t + " before the deadline");
+            } catch (java.util.concurrent.ExecutionException e) {
+                n.set("error", Outcomes.error(e, null));
+            }
+        }
+        ObjectNode data = empty();
+        data.set("offsets", out);
+        return data;
+    }
+
+    private JsonNode createTopics(JsonNode a, Deadline d) throws Exception {
+        List<NewTopic> topics = new ArrayList<>();
+        for (JsonNode t : a.get("topics")) {
+            NewTopic nt = new NewTopic(t.get("name").asText(), t.path("partitions").asInt(1),
+                    (short) t.path("replication_factor").asInt(1));
+            Map<String, String> configs = new HashMap<>();
+            Iterator<Map.Entry<String, JsonNode>> it = t.path("config").fields();
+            while (it.hasNext()) {
+                Map.Entry<String, JsonNode> e = it.next();
+                configs.put(e.getKey(), e.getValue().isTextual() ? e.getValue().asText() : e.getValue().toString());
+            }
+            nt.configs(configs);
+            topics.add(nt);
+        }
+        CreateTopicsOptions options = new CreateTopicsOptions();
+        options.timeoutMs((int) Math.max(1, d.remainingMs()));
+        Map<String, org.apache.kafka.common.KafkaFuture<Void>> futures = admin().createTopics(topics, options).values();
+        ArrayNode out = Outcomes.JSON.createArrayNode();
+        for (NewTopic t : topics) {
+            ObjectNode n = out.addObject();
+            n.put("name", t.name());
+            try {
+                futures.get(t.name()).get(d.remainingMs(), TimeUnit.MILLISECONDS);
+                n.putNull("error");
+            } catch (TimeoutException e) {
+                throw new OpError("DEADLINE_EXCEEDED", "create_topics: no answer for " + t.name() + " before the deadline");
+            } catch (java.util.concurrent.ExecutionException e) {
+                n.set("error", Outcomes.error(e, null));
+            }
+        }
+        ObjectNode data = empty();
+        data.set("topics", out);
+        return data;
+    }
+}

@@ -1,0 +1,360 @@
+"""Driver for kafka-python 3.x (pure Python): ``python -m conformance.clients.kafka_python``.
+
+Config keys arrive in Java spelling (``transactional.id``) and become kafka-python keyword arguments
+(``transactional_id``). kafka-python's own classification of an error: the exception's ``retriable``
+attribute, and for producer ops its TransactionManager's state right after the failure
+(``has_abortable_error()`` / ``has_fatal_error()``), which is what decides whether the library will
+accept an abort. kafka-python wraps an earlier transactional error in a bare ``KafkaError``
+("... in an error state"); the wrapped error gives the normalised name, as Java's cause does.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import kafka
+import kafka.errors as Errors
+from kafka import IsolationLevel, KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import OffsetSpec
+from kafka.structs import OffsetAndMetadata
+
+from conformance.clients.driver import BaseDriver, Deadline, OpError, parse_config_value, serve
+from conformance.clients.errors import kafka_code, kafka_name
+from conformance.clients.protocol import decode_bytes as _payload
+from conformance.clients.protocol import encode_bytes as _encode
+
+PRODUCER_OPS = {"init_transactions", "begin_transaction", "send", "flush", "send_offsets_to_transaction",
+                "commit_transaction", "abort_transaction"}
+
+# kafka-python exception class (by name, most specific first) -> normalised name, for errors that are
+# not BrokerResponseErrors (those carry Kafka's code in `errno`).
+LOCAL_CLASS_NAMES: list[tuple[type[BaseException], str]] = [
+    (Errors.KafkaTimeoutError, "REQUEST_TIMED_OUT"),
+    (Errors.IllegalStateError, "ILLEGAL_STATE"),
+    (Errors.IllegalArgumentError, "INVALID_ARGUMENT"),
+    (Errors.KafkaConfigurationError, "INVALID_ARGUMENT"),
+    (Errors.TransactionAbortedError, "TRANSACTION_ABORTED"),
+    (Errors.CommitFailedError, "COMMIT_FAILED"),
+    (Errors.KafkaConnectionError, "NETWORK_EXCEPTION"),
+    (Errors.NodeNotReadyError, "NETWORK_EXCEPTION"),
+    (AssertionError, "INVALID_ARGUMENT"),  # kafka-python asserts on unknown config keys
+    (TypeError, "INVALID_ARGUMENT"),
+    (ValueError, "INVALID_ARGUMENT"),
+]
+
+
+def kwargs_from_config(config: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for key, value in (config or {}).items():
+        out[key.replace(".", "_").replace("-", "_")] = parse_config_value(value)
+    return out
+
+
+def _tp(d: dict[str, Any]) -> TopicPartition:
+    return TopicPartition(d["topic"], int(d["partition"]))
+
+
+def _offsets(rows: list[dict[str, Any]]) -> dict[TopicPartition, OffsetAndMetadata]:
+    return {_tp(r): OffsetAndMetadata(int(r["offset"]), r.get("metadata") or "", -1) for r in rows}
+
+
+class KafkaPythonDriver(BaseDriver):
+    client_name = "kafka-python"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.producer: KafkaProducer | None = None
+        self.consumer: KafkaConsumer | None = None
+        self.admin: KafkaAdminClient | None = None
+        self.bootstrap: str | None = None
+
+    def hello_data(self) -> dict[str, Any]:
+        return {"client": "kafka-python", "library": "kafka-python", "library_version": kafka.__version__,
+                "client_version": kafka.__version__}
+
+    # -- errors ------------------------------------------------------------------------------------
+    def _base_info(self, exc: BaseException) -> dict[str, Any]:
+        errno = getattr(exc, "errno", None)
+        if isinstance(exc, Errors.BrokerResponseError) and errno is not None and kafka_name(errno):
+            name = kafka_name(errno)
+        else:
+            name = next((n for cls, n in LOCAL_CLASS_NAMES if isinstance(exc, cls)), "CLIENT_ERROR")
+            if name == "CLIENT_ERROR" and "Invalid transition attempted" in str(exc):
+                name = "ILLEGAL_STATE"
+        return {"name": name, "code": kafka_code(name), "retriable": bool(getattr(exc, "retriable", False))}
+
+    def normalise(self, exc: BaseException, op: str) -> dict[str, Any]:
+        if isinstance(exc, (Errors.KafkaError, AssertionError, TypeError, ValueError)):
+            cause = self._wrapped_cause(exc)
+            info = self._base_info(cause or exc)
+            info["retriable"] = bool(getattr(exc, "retriable", False))
+            tm = getattr(self.producer, "_transaction_manager", None) if op in PRODUCER_OPS else None
+            abortable = bool(tm and tm.has_abortable_error())
+            fatal = bool(tm and tm.has_fatal_error())
+            fenced = isinstance(cause or exc, Errors.ProducerFencedError) or info["name"] == "PRODUCER_FENCED"
+            return {**info, "abortable": abortable, "fatal": fatal, "fenced": fenced,
+                    "message": str(exc), "client_class": type(exc).__name__, "origin": "client",
+                    **({"cause_class": type(cause).__name__} if cause is not None else {})}
+        return OpError("DRIVER_ERROR", f"{type(exc).__name__}: {exc}", client_class=type(exc).__name__).info
+
+    def _wrapped_cause(self, exc: BaseException) -> BaseException | None:
+        """kafka-python wraps an earlier transactional failure in a bare KafkaError; find that failure."""
+        if type(exc) is not Errors.KafkaError:
+            return None
+        for arg in exc.args[1:]:
+            if isinstance(arg, BaseException):
+                return arg
+        if exc.__cause__ is not None:
+            return exc.__cause__
+        tm = getattr(self.producer, "_transaction_manager", None)
+        if tm is not None and "error state" in str(exc) and tm.last_error is not None:
+            return tm.last_error
+        return None
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def _kwargs(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
+        kw = kwargs_from_config(args.get("config") or {})
+        if kw.get("bootstrap_servers"):
+            self.bootstrap = kw["bootstrap_servers"]
+        # kafka-python's constructors block until they reach a broker (bootstrap_timeout_ms, 30 s by
+        # default); unless the case set it, that wait gets the op's deadline like every other call.
+        kw.setdefault("bootstrap_timeout_ms", max(1, min(30_000, deadline.remaining_ms())))
+        return kw
+
+    def op_create_producer(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
+        if self.producer is not None:
+            raise OpError("ILLEGAL_STATE", "this driver already has a producer; start another driver")
+        self.producer = KafkaProducer(**self._kwargs(args, deadline))
+        return {"client_id": self.producer.config.get("client_id")}
+
+    def op_create_consumer(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
+        if self.consumer is not None:
+            raise OpError("ILLEGAL_STATE", "this driver already has a consumer; start another driver")
+        self.consumer = KafkaConsumer(**self._kwargs(args, deadline))
+        return {"client_id": self.consumer.config.get("client_id")}
+
+    def op_create_admin(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
+        kw = kwargs_from_config(args.get("config") or {})
+        kw.setdefault("bootstrap_timeout_ms", max(1, min(30_000, deadline.remaining_ms())))
+        if not kw.get("bootstrap_servers"):
+            if not self.bootstrap:
+                raise OpError("ILLEGAL_STATE", "create_admin needs config with bootstrap.servers")
+            kw["bootstrap_servers"] = self.bootstrap
+        self.admin = KafkaAdminClient(**kw)
+        return {}
+
+    def _admin(self, deadline: Deadline) -> KafkaAdminClient:
+        if self.admin is None:
+            self.op_create_admin({}, deadline)
+        return self.admin
+
+    def _producer(self) -> KafkaProducer:
+        if self.producer is None:
+            raise OpError("ILLEGAL_STATE", "no producer: call create_producer first")
+        return self.producer
+
+    def _consumer(self) -> KafkaConsumer:
+        if self.consumer is None:
+            raise OpError("ILLEGAL_STATE", "no consumer: call create_consumer first")
+        return self.consumer
+
+    def op_close(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
+        which = args.get("which", "all")
+        closed = []
+        if which in ("producer", "all") and self.producer is not None:
+            self.producer.close(timeout=deadline.remaining())
+            self.producer = None
+            closed.append("producer")
+        if which in ("consumer", "all") and self.consumer is not None:
+            self.consumer.close(autocommit=False, timeout_ms=deadline.remaining_ms())
+            self.consumer = None
+            closed.append("consumer")
+        if which in ("admin", "all") and self.admin is not None:
+            self.admin.close()
+            self.admin = None
+            closed.append("admin")
+        return {"closed": closed}
+
+    # -- transactions ------------------------------------------------------------------------------
+    def op_init_transactions(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
+        self._producer().init_transactions()
+        return {}
+
+    def op_begin_transaction(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
+        self._producer().begin_transaction()
+        return {}
+
+    def op_commit_transaction(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
+        self._producer().commit_transaction()
+        return {}
+
+    def op_abort_transaction(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
+        self._producer().abort_transaction()
+        return {}
+
+    def op_send_offsets_to_transaction(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
+        producer = self._producer()
+        if self.consumer is not None:
+            metadata: Any = self.consumer.group_metadata()
+        elif args.get("group_id"):
+            metadata = args["group_id"]  # kafka-python accepts a bare group id (generation -1)
+        else:
+            raise OpError("ILLEGAL_STATE", "send_offsets_to_transaction needs a consumer or a group_id")
+        producer.send_offsets_to_transaction(_offsets(args["offsets"]), metadata)
+        return {}
+
+    # -- produce -----------------------------------------------------------------------------------
+    def op_send(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
+        producer = self._producer()
+        headers = [(h[0], _payload(h[1])) for h in args["headers"]] if args.get("headers") is not None else None
+        future = producer.send(args["topic"], value=_payload(args.get("value")), key=_payload(args.get("key")),
+                               headers=headers, partition=args.get("partition"),
+                               timestamp_ms=args.get("timestamp_ms"))
+        if not args.get("wait", True):
+            seq = self.deliveries.new()
+            future.add_callback(lambda md: self.deliveries.complete(seq, self._metadata(md)))
+            future.add_errback(lambda exc: self.deliveries.complete(
+                seq, {"topic": args["topic"], "partition": args.get("partition"),
+                      "error": self.normalise(exc, "send")}))
+            return {"queued": True, "seq": seq}
+        try:
+            metadata = future.get(timeout=deadline.remaining())
+        except Errors.KafkaTimeoutError:
+            if not future.is_done:
+                raise OpError("DEADLINE_EXCEEDED", "no delivery result before the deadline") from None
+            raise
+        return self._metadata(metadata)
+
+    @staticmethod
+    def _metadata(md: Any) -> dict[str, Any]:
+        return {"topic": md.topic, "partition": md.partition, "offset": md.offset,
+                "timestamp_ms": md.timestamp if md.timestamp is not None and md.timestamp >= 0 else None}
+
+    def op_flush(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
+        try:
+            self._producer().flush(timeout=deadline.remaining())
+        except Errors.KafkaTimeoutError:
+            pass  # judged below by what is still outstanding
+        deliveries, outstanding = self.deliveries.take()
+        if outstanding:
+            raise OpError("DEADLINE_EXCEEDED", f"{outstanding} records undelivered at the deadline",
+                          deliveries=deliveries, pending=outstanding)
+        return {"deliveries": deliveries}
+
+    # -- consume -----------------------------------------------------------------------------------
+    def op_subscribe(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
+        self._consumer().subscribe(list(args["topics"]))
+        return {}
+
+    def op_assign(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
+        consumer = self._consumer()
+        parts = [_tp(p) for p in args["partitions"]]
+        consumer.assign(parts)
+        for p in args["partitions"]:
+            if p.get("offset") is not None:
+                consumer.seek(_tp(p), int(p["offset"]))
+        return {}
+
+    def op_poll(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
+        consumer = self._consumer()
+        max_records = int(args.get("max_records", 500))
+        window = Deadline(min(float(args.get("timeout_ms", 1000)), deadline.remaining_ms()))
+        records: list[dict[str, Any]] = []
+        while len(records) < max_records and not window.expired:
+            batch = consumer.poll(timeout_ms=min(200, window.remaining_ms()), max_records=max_records - len(records))
+            for part_records in batch.values():
+                for r in part_records:
+                    records.append({
+                        "topic": r.topic, "partition": r.partition, "offset": r.offset,
+                        "key": _encode(r.key), "value": _encode(r.value),
+                        "headers": [[k, _encode(v)] for k, v in (r.headers or [])],
+                        "timestamp_ms": r.timestamp if r.timestamp is not None and r.timestamp >= 0 else None,
+                    })
+        return {"records": records}
+
+    def op_commit(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
+        offsets = _offsets(args["offsets"]) if args.get("offsets") else None
+        self._consumer().commit(offsets=offsets, timeout_ms=deadline.remaining_ms())
+        return {}
+
+    def op_committed(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
+        consumer = self._consumer()
+        out = []
+        for p in args["partitions"]:
+            om = consumer.committed(_tp(p), metadata=True, timeout_ms=deadline.remaining_ms())
+            out.append({"topic": p["topic"], "partition": int(p["partition"]),
+                        "offset": None if om is None or om.offset < 0 else om.offset,
+                        "metadata": None if om is None else om.metadata})
+        return {"offsets": out}
+
+    def op_position(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
+        consumer = self._consumer()
+        parts = [_tp(p) for p in args["partitions"]] if args.get("partitions") else sorted(consumer.assignment())
+        return {"positions": [{"topic": t.topic, "partition": t.partition,
+                               "offset": consumer.position(t, timeout_ms=deadline.remaining_ms())} for t in parts]}
+
+    # -- admin -------------------------------------------------------------------------------------
+    def op_describe_transactions(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
+        admin = self._admin(deadline)
+        out = []
+        for txn_id in args["ids"]:
+            # kafka-python raises for the whole call on a per-id error, so ask per id.
+            try:
+                d = admin.describe_transactions([txn_id])[txn_id]
+            except Errors.KafkaError as exc:
+                out.append({"transactional_id": txn_id, "error": self.normalise(exc, "describe_transactions")})
+                continue
+            out.append({
+                "transactional_id": txn_id, "state": getattr(d.state, "value", str(d.state)),
+                "producer_id": d.producer_id, "producer_epoch": d.producer_epoch,
+                "timeout_ms": d.transaction_timeout_ms, "coordinator_id": d.coordinator_id,
+                "partitions": sorted(({"topic": t.topic, "partition": t.partition} for t in d.topic_partitions),
+                                     key=lambda r: (r["topic"], r["partition"])),
+            })
+        return {"transactions": out}
+
+    def op_list_offsets(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
+        spec_name = args.get("spec", "latest")
+        if spec_name == "earliest":
+            spec: Any = OffsetSpec.EARLIEST
+        elif spec_name == "latest":
+            spec = OffsetSpec.LATEST
+        elif spec_name == "timestamp":
+            spec = int(args["timestamp_ms"])
+        else:
+            raise OpError("INVALID_ARGUMENT", f"spec must be earliest|latest|timestamp, not {spec_name!r}")
+        level = (IsolationLevel.READ_COMMITTED if args.get("isolation_level", "read_uncommitted") == "read_committed"
+                 else IsolationLevel.READ_UNCOMMITTED)
+        result = self._admin(deadline).list_partition_offsets(
+            {_tp(p): spec for p in args["partitions"]}, isolation_level=level, timeout_ms=deadline.remaining_ms())
+        out = [{"topic": t.topic, "partition": t.partition, "offset": v.offset,
+                "timestamp_ms": None if v.timestamp is None or v.timestamp < 0 else v.timestamp}
+               for t, v in result.items()]
+        out.sort(key=lambda r: (r["topic"], r["partition"]))
+        return {"offsets": out}
+
+    def op_create_topics(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
+        request = {t["name"]: {"num_partitions": int(t.get("partitions", 1)),
+                               "replication_factor": int(t.get("replication_factor", 1)),
+                               "configs": {k: str(v) for k, v in (t.get("config") or {}).items()}}
+                   for t in args["topics"]}
+        result = self._admin(deadline).create_topics(request, timeout_ms=deadline.remaining_ms(), raise_errors=False)
+        out = []
+        for topic in result["topics"]:
+            code = topic.get("error_code", 0)
+            if code:
+                exc = Errors.for_code(code)(topic.get("error_message") or "")
+                out.append({"name": topic["name"], "error": self.normalise(exc, "create_topics")})
+            else:
+                out.append({"name": topic["name"], "error": None})
+        return {"topics": out}
+
+
+def main() -> None:
+    status = serve(KafkaPythonDriver())
+    os._exit(status)
+
+
+if __name__ == "__main__":
+    main()

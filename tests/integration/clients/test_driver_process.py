@@ -1,0 +1,183 @@
+"""The driver processes without a broker: start-up, error normalisation, deadlines, crashes.
+
+A bootstrap address where nothing listens stands in for an unreachable cluster: the clients are real and
+behave as they would against a dead broker, which is exactly what deadline handling must survive.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+import time
+
+import pytest
+from confluent_kafka import KafkaError
+
+from conformance.clients import CLIENTS, ClientProcess, DriverStartError
+from conformance.clients.confluent import normalise_kafka_error
+from conformance.clients.errors import KAFKA_ERRORS, kafka_code, kafka_name
+from conformance.clients.protocol import (OPS, ErrorInfo, decode_bytes, decode_reply, encode_bytes,
+                                          encode_request)
+
+
+@pytest.fixture(scope="module")
+def dead_bootstrap() -> str:
+    """An address on which nothing listens (a port the kernel gave us, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"127.0.0.1:{port}"
+
+
+# -- protocol pieces --------------------------------------------------------------------------------
+def test_payloads_round_trip_text_and_binary():
+    assert encode_bytes(None) is None and decode_bytes(None) is None
+    assert encode_bytes("héllo".encode()) == "héllo"
+    assert encode_bytes(b"\x00\xff") == {"base64": "AP8="}
+    for raw in (b"", b"abc", b"\x00\xff\xfe", "ü".encode()):
+        assert decode_bytes(encode_bytes(raw)) == raw
+    with pytest.raises(ValueError):
+        decode_bytes({"hex": "00"})
+
+
+def test_requests_reject_unknown_ops_and_reserved_names():
+    assert encode_request(3, "poll", 100, {"max_records": 1}).endswith(b"\n")
+    with pytest.raises(ValueError):
+        encode_request(1, "no_such_op", 100, {})
+    with pytest.raises(ValueError):
+        encode_request(1, "poll", 100, {"id": 2})
+
+
+def test_malformed_reply_is_a_driver_error_not_an_exception():
+    _, outcome = decode_reply(b"not json\n", "send", 1.0)
+    assert not outcome.ok and outcome.error.name == "DRIVER_ERROR" and outcome.error.origin == "runner"
+    rid, outcome = decode_reply(b'{"id": 4, "ok": false, "error": {"name": "PRODUCER_FENCED", "code": 90,'
+                                b' "fenced": true, "fatal": true, "category": "x"}}', "commit_transaction", 1.0)
+    assert rid == 4 and outcome.error.fenced and outcome.error.extra == {"category": "x"}
+    assert ErrorInfo.from_dict(outcome.error.to_dict()) == outcome.error
+
+
+def test_error_table_is_kafkas():
+    assert kafka_name(90) == "PRODUCER_FENCED" and kafka_code("INVALID_PRODUCER_EPOCH") == 47
+    assert kafka_name(6) == "NOT_LEADER_OR_FOLLOWER" and kafka_name(-1) == "UNKNOWN_SERVER_ERROR"
+    assert KAFKA_ERRORS[120][0] == "TRANSACTION_ABORTABLE"
+    assert kafka_code("DRIVER_TIMEOUT") is None
+
+
+def test_librdkafka_local_errors_map_to_kafka_names():
+    fenced = normalise_kafka_error(KafkaError(KafkaError._FENCED, "fenced", fatal=True))
+    assert (fenced["name"], fenced["code"], fenced["fenced"], fenced["fatal"]) == ("PRODUCER_FENCED", 90, True, True)
+    assert fenced["client_class"] == "KafkaError._FENCED"
+    timed_out = normalise_kafka_error(KafkaError(KafkaError._TIMED_OUT, retriable=True))
+    assert (timed_out["name"], timed_out["retriable"]) == ("REQUEST_TIMED_OUT", True)
+    renamed = normalise_kafka_error(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION))
+    assert renamed["name"] == "NOT_LEADER_OR_FOLLOWER"
+    abortable = normalise_kafka_error(KafkaError(KafkaError.INVALID_PRODUCER_EPOCH, txn_requires_abort=True))
+    assert (abortable["name"], abortable["abortable"], abortable["fatal"]) == ("INVALID_PRODUCER_EPOCH", True, False)
+
+
+def test_every_op_is_documented_in_the_readme():
+    from pathlib import Path
+    readme = (Path(__file__).resolve().parents[3] / "conformance" / "clients" / "README.md").read_text()
+    missing = [op for op in OPS if f"`{op}`" not in readme]
+    assert not missing, f"README.md does not document {missing}"
+
+
+def offline_config(client: str, bootstrap: str) -> dict[str, str]:
+    """A config a client accepts without reaching a broker: kafka-python's constructors bootstrap
+    unless told the broker's API version."""
+    return {"bootstrap.servers": bootstrap, **({"api.version": "2.8"} if client == "kafka-python" else {})}
+
+
+# -- every driver ---------------------------------------------------------------------------------
+def test_hello_names_the_library_version(client, spawn):
+    proc = spawn(client)
+    assert proc.hello["library_version"] == CLIENTS[client].version()
+    assert proc.hello["protocol"] == 1 and proc.hello["pid"] == proc.pid
+
+
+def test_ops_before_create_are_illegal_state(client, spawn):
+    proc = spawn(client)
+    for op in ("init_transactions", "send", "poll"):
+        args = {"topic": "t"} if op == "send" else {}
+        outcome = proc.call(op, deadline_ms=5_000, **args)
+        assert not outcome.ok and outcome.error.name == "ILLEGAL_STATE", outcome.to_dict()
+        assert outcome.error.origin == "driver"
+
+
+def test_bad_payload_is_invalid_argument(client, spawn, dead_bootstrap):
+    proc = spawn(client)
+    assert proc.call("create_producer", config=offline_config(client, dead_bootstrap)).ok
+    outcome = proc.call("send", topic="t", partition=0, value={"hex": "00"}, deadline_ms=5_000)
+    assert not outcome.ok and outcome.error.name == "INVALID_ARGUMENT", outcome.to_dict()
+
+
+def test_bad_config_is_reported_by_the_client(client, spawn):
+    """Java rejects the mistyped value (it only warns about unknown keys), kafka-python the unknown key
+    (it does not check types), librdkafka both: each client's own validation answers."""
+    proc = spawn(client)
+    outcome = proc.call("create_producer", config={"bootstrap.servers": "127.0.0.1:1", "no.such.property": "x",
+                                                   "transaction.timeout.ms": "not-a-number"})
+    assert not outcome.ok and outcome.error.origin == "client", outcome.to_dict()
+    assert outcome.error.name in ("INVALID_ARGUMENT", "CLIENT_ERROR"), outcome.to_dict()
+
+
+def test_blocked_library_call_is_answered_by_its_deadline(client, spawn, dead_bootstrap):
+    """With no reachable broker the first op that needs one blocks in every client (kafka-python's
+    constructor bootstraps; init_transactions waits up to max.block.ms in Java and kafka-python); the
+    driver still answers by the op's deadline and stays usable."""
+    proc = spawn(client)
+    outcome = proc.call("create_producer", deadline_ms=2_000,
+                        config={"bootstrap.servers": dead_bootstrap, "transactional.id": "never-initialised"})
+    if outcome.ok:
+        outcome = proc.call("init_transactions", deadline_ms=2_000)
+    assert not outcome.ok
+    assert outcome.error.name in ("REQUEST_TIMED_OUT", "DEADLINE_EXCEEDED"), outcome.to_dict()
+    assert outcome.error.origin in ("client", "driver")  # not the runner: the driver answered by itself
+    assert proc.call("hello").ok and proc.alive
+
+
+def test_sigkill_mid_call_returns_driver_died(client, spawn, dead_bootstrap):
+    proc = spawn(client)
+    assert proc.call("create_consumer", config={**offline_config(client, dead_bootstrap), "group.id": "g"}).ok
+    assert proc.call("assign", partitions=[{"topic": "t", "partition": 0, "offset": 0}]).ok
+    box = {}
+    caller = threading.Thread(target=lambda: box.update(outcome=proc.call(
+        "poll", max_records=1, timeout_ms=120_000, deadline_ms=180_000)))
+    caller.start()
+    time.sleep(0.5)  # let the request reach the driver; a kill before that is reported the same way
+    proc.kill()
+    caller.join(timeout=30)
+    assert not caller.is_alive(), "call() must return once its driver is killed"
+    outcome = box["outcome"]
+    assert not outcome.ok and outcome.error.name == "DRIVER_DIED", outcome.to_dict()
+    assert outcome.error.extra["killed"] is True
+    assert not proc.alive
+    assert proc.call("hello").error.name == "DRIVER_DIED"  # and it stays dead
+
+
+# -- the runner's own backstops ---------------------------------------------------------------------
+SILENT_DRIVER = r"""
+import json, sys, time
+line = sys.stdin.readline()
+print(json.dumps({"id": json.loads(line)["id"], "ok": True, "data": {"client": "silent"}}), flush=True)
+sys.stdin.readline()
+time.sleep(600)
+"""
+
+
+def test_driver_that_never_answers_is_killed_with_driver_timeout():
+    proc = ClientProcess("silent", command=[sys.executable, "-c", SILENT_DRIVER], grace_ms=200).start()
+    try:
+        outcome = proc.call("flush", deadline_ms=300)
+        assert not outcome.ok and outcome.error.name == "DRIVER_TIMEOUT", outcome.to_dict()
+        assert outcome.error.origin == "runner"
+        assert not proc.alive
+    finally:
+        proc.kill()
+
+
+def test_driver_that_cannot_start_raises_with_its_stderr():
+    with pytest.raises(DriverStartError, match="no such module"):
+        ClientProcess("broken", command=[sys.executable, "-c", "import sys; sys.exit('no such module')"]).start()
