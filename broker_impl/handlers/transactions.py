@@ -14,6 +14,7 @@ import re
 
 from . import handles
 from ..coordinators.transaction import (
+    ADD_PARTITION,
     DEFAULT_ERROR,
     GENERIC_ERROR_SUPPORTED,
     TransactionCoordinator,
@@ -203,7 +204,18 @@ async def handle_txn_offset_commit(broker, ctx, req):
         return fail_all(Errors.COORDINATOR_LOAD_IN_PROGRESS)
     if md is not None and md.producer_id == req.producer_id and req.producer_epoch < md.producer_epoch:
         return fail_all(Errors.INVALID_PRODUCER_EPOCH)
-    if coordinator.verification_enabled:
+    if v >= 5:
+        # TV2 (KIP-890 part 2): TxnOffsetCommit v5+ adds the offsets partition to the transaction
+        # implicitly, as Produce v12 does for data partitions; the client sends no AddOffsetsToTxn.
+        tp = coordinator.offsets_partition(req.group_id)
+        err = await coordinator.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
+                                               {tp}, TV_2)
+        err = coordinator.verification_error_for_produce(err, ADD_PARTITION)
+        if err == Errors.NOT_ENOUGH_REPLICAS:
+            err = Errors.COORDINATOR_NOT_AVAILABLE
+        if err is not None:
+            return fail_all(err)
+    elif coordinator.verification_enabled:
         tp = coordinator.offsets_partition(req.group_id)
         err = coordinator.verify_partitions(req.transactional_id, req.producer_id, req.producer_epoch, [tp])[tp]
         op = GENERIC_ERROR_SUPPORTED if v >= 4 else DEFAULT_ERROR
