@@ -26,6 +26,32 @@ def _cmd_targets(args) -> int:
     return 0
 
 
+def _cmd_report(args) -> int:
+    from reports.cli import report
+
+    served, single = report(args.results, args.out, analytics_dir=args.analytics)
+    print(f"report: {single}")
+    print(f"served report directory: {served}")
+    return 0
+
+
+def _cmd_transcript(args) -> int:
+    from reports.cli import transcript
+
+    return transcript(args.file)
+
+
+def _cmd_analyze(args) -> int:
+    try:
+        from reports.analytics import analyze
+    except ImportError as exc:
+        print(f"kconform analyze needs the analytics extra (pip install 'kconform[analytics]'): {exc}",
+              file=sys.stderr)
+        return 2
+    print(analyze(args.results, args.out, master=args.master))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kconform", description="Kafka wire-protocol conformance harness.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -38,6 +64,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("targets", help="list the targets and whether each can start here")
     t.set_defaults(func=_cmd_targets)
+
+    r = sub.add_parser("report", help="Allure HTML report of a run (served directory + single file)")
+    r.add_argument("--results", required=True, help="the run's results directory")
+    r.add_argument("--out", required=True, help="where to write the report")
+    r.add_argument("--analytics", default=None, help="output directory of `kconform analyze` to link in")
+    r.set_defaults(func=_cmd_report)
+
+    tr = sub.add_parser("transcript", help="print the Kafka frames of a pcap or transcript .jsonl")
+    tr.add_argument("file")
+    tr.set_defaults(func=_cmd_transcript)
+
+    an = sub.add_parser("analyze", help="Spark analytics across many runs")
+    an.add_argument("--results", required=True, help="root directory holding one directory per run")
+    an.add_argument("--out", required=True)
+    an.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
+    an.set_defaults(func=_cmd_analyze)
 
     try:
         from .runner.cli import add_run_parser

@@ -1,0 +1,139 @@
+"""``analyze(root, out)``: every run under ``root`` -> tables, charts and a summary.
+
+Outputs in ``out_dir``: ``matrix``, ``divergences``, ``flaky``,
+``durations`` and ``durations_by_client`` as Parquet (Spark) and CSV (one
+file each, for people and spreadsheets), ``matrix_wide.csv`` (case down,
+target·client across), ``per_run.csv``, the charts ``matrix.png``,
+``durations.png`` and ``trend.png``, and ``summary.txt``. ``reports.cli
+.report(..., analytics_dir=out_dir)`` puts the charts into the Allure report.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import shutil
+from pathlib import Path
+
+from . import charts, jobs
+from .load import load_runs
+from .spark import spark_session
+
+
+def _plain(v):
+    if isinstance(v, dt.datetime):
+        return v.strftime("%Y-%m-%dT%H:%M:%S.%fZ") if v.tzinfo is None else v.isoformat()
+    if isinstance(v, float):
+        return round(v, 4)
+    return v
+
+
+def _collect(df) -> list[dict]:
+    return [{k: _plain(v) for k, v in r.asDict().items()} for r in df.collect()]
+
+
+def _write_csv(rows: list[dict], columns: list[str], path: Path) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=columns)
+        w.writeheader()
+        for r in rows:
+            w.writerow({c: r.get(c) for c in columns})
+
+
+def _table(df, name: str, out: Path) -> list[dict]:
+    """Write ``df`` as ``name.parquet`` and ``name.csv``; return its rows."""
+    pq = out / f"{name}.parquet"
+    if pq.exists():
+        shutil.rmtree(pq)
+    df.coalesce(1).write.parquet(str(pq))
+    rows = _collect(_timestamps_as_text(df))
+    _write_csv(rows, df.columns, out / f"{name}.csv")
+    return rows
+
+
+def _timestamps_as_text(df):
+    """Timestamps as ISO-8601 UTC text, formatted by Spark (Python would use the machine's zone)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import TimestampType
+
+    return df.select(*[F.date_format(f.name, "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'").alias(f.name)
+                       if isinstance(f.dataType, TimestampType) else F.col(f"`{f.name}`")
+                       for f in df.schema.fields])
+
+
+def _summary(n_runs: int, n_rows: int, matrix: list[dict], div: list[dict], flaky: list[dict],
+             dur: list[dict], root: Path) -> str:
+    lines = [f"kconform analytics over {n_runs} run(s), {n_rows} rows, under {root}"]
+    cases = sorted({r["case"] for r in matrix})
+    targets = sorted({r["target"] for r in matrix})
+    clients = sorted({r["client"] for r in matrix})
+    lines.append(f"{len(cases)} cases x {len(targets)} targets ({', '.join(targets)}) x "
+                 f"{len(clients)} clients ({', '.join(clients)})")
+    lines.append("")
+    lines.append("Latest verdicts per target:")
+    for t in targets:
+        counts: dict[str, int] = {}
+        for r in matrix:
+            if r["target"] == t:
+                counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+        lines.append(f"  {t:<14} " + "  ".join(f"{v}={counts[v]}" for v in sorted(counts)))
+    current = [d for d in div if d["current"]]
+    lines.append("")
+    lines.append(f"Divergences from the reference: {len(div)} case x target x client ever, "
+                 f"{len(current)} in their latest run")
+    for d in current[:15]:
+        lines.append(f"  {d['case']} on {d['target']} with {d['client']}: {d['paths']} "
+                     f"(first {d['first_seen']}, {d['runs']} run(s))")
+    if len(current) > 15:
+        lines.append(f"  ... {len(current) - 15} more in divergences.csv")
+    lines.append("")
+    lines.append(f"Flaky (verdict changed with the same versions): {len(flaky)}")
+    for f in flaky[:15]:
+        lines.append(f"  {f['case']} on {f['target']} {f['target_version']} with {f['client']} "
+                     f"{f['client_version']}: {f['verdicts']} ({f['changes']} change(s), latest {f['latest_verdict']})")
+    if len(flaky) > 15:
+        lines.append(f"  ... {len(flaky) - 15} more in flaky.csv")
+    lines.append("")
+    lines.append("Duration per case (s):   p50     p90     p99")
+    for d in dur:
+        lines.append(f"  {d['target']:<20} {d['p50_s']:7.3f} {d['p90_s']:7.3f} {d['p99_s']:7.3f}")
+    return "\n".join(lines) + "\n"
+
+
+def analyze(results_root: str | Path, out_dir: str | Path, master: str = "local[*]", *, spark=None) -> str:
+    """Analyse every run under ``results_root`` into ``out_dir``; return the text summary.
+
+    ``spark``: an existing session to use (tests share one); otherwise one is
+    started with :func:`~.spark.spark_session` and stopped at the end.
+    """
+    root, out = Path(results_root), Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    own = spark is None
+    spark = spark or spark_session(master)
+    try:
+        rows = load_runs(spark, root).cache()
+        n_rows = rows.count()
+        n_runs = rows.select("run_id").distinct().count()
+        matrix = _table(jobs.matrix(rows), "matrix", out)
+        div = _table(jobs.divergences(rows), "divergences", out)
+        flaky = _table(jobs.flaky(rows), "flaky", out)
+        dur = _table(jobs.durations(rows), "durations", out)
+        _table(jobs.durations_by_client(rows), "durations_by_client", out)
+        per_run = _collect(_timestamps_as_text(jobs.per_run(rows)))
+        _write_csv(per_run, ["run_id", "target", "run_at", "rows", "passed", "diverging"], out / "per_run.csv")
+        rows.unpersist()
+    finally:
+        if own:
+            spark.stop()
+    cols = sorted({(r["target"], r["client"]) for r in matrix})
+    wide: dict[str, dict] = {}
+    for r in matrix:
+        wide.setdefault(r["case"], {"case": r["case"]})[f"{r['target']}/{r['client']}"] = r["verdict"]
+    _write_csv([wide[c] for c in sorted(wide)], ["case"] + [f"{t}/{c}" for t, c in cols], out / "matrix_wide.csv")
+    charts.matrix_chart(matrix, out / "matrix.png")
+    charts.durations_chart(dur, out / "durations.png")
+    charts.trend_chart([{**r, "run_at": dt.datetime.fromisoformat(str(r["run_at"]).replace("Z", "+00:00"))}
+                        for r in per_run], out / "trend.png")
+    text = _summary(n_runs, n_rows, matrix, div, flaky, dur, root)
+    (out / "summary.txt").write_text(text, encoding="utf-8")
+    return text

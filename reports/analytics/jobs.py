@@ -1,0 +1,93 @@
+"""The four questions asked of all runs, each a DataFrame -> DataFrame.
+
+* ``matrix``: per case x target x client, the latest verdict (and which run).
+* ``divergences``: rows whose outcome differed from the reference target's
+  in the same run (``diff`` non-null), per case x target x client, with
+  the differing paths and first/last seen; ``current`` when the latest run
+  still diverges.
+* ``flaky``: a verdict that changed across runs with the SAME target and
+  client versions — a changed version is a change, not flakiness.
+* ``durations``: p50/p90/p99 of ``duration_s`` per target (and per
+  target x client).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+KEY = ["case", "target", "client"]
+
+
+def _diverges():
+    """``diff`` holds at least one difference (null and [] mean none)."""
+    return F.coalesce(F.size("diff") > 0, F.lit(False))
+
+
+def matrix(rows: DataFrame) -> DataFrame:
+    w = Window.partitionBy(*KEY).orderBy(F.col("ts").desc(), F.col("run_id").desc())
+    return (rows.withColumn("_n", F.row_number().over(w)).where("_n = 1")
+            .select(*KEY, "verdict", "target_version", "client_version", "run_id",
+                    F.col("ts").alias("last_run_at"), _diverges().alias("diverges"),
+                    "reason")
+            .orderBy(*KEY))
+
+
+def divergences(rows: DataFrame) -> DataFrame:
+    latest = matrix(rows).select(*KEY, F.col("run_id").alias("_latest_run"))
+    d = (rows.where(_diverges())
+         .select(*KEY, "reference_target", "run_id", "ts", F.explode("diff").alias("d")))
+    agg = (d.groupBy(*KEY, "reference_target")
+           .agg(F.min("ts").alias("first_seen"), F.max("ts").alias("last_seen"),
+                F.countDistinct("run_id").alias("runs"),
+                F.array_join(F.array_sort(F.collect_set("d.path")), " ").alias("paths"),
+                F.max_by("run_id", "ts").alias("last_run_id")))
+    return (agg.join(latest, KEY, "left")
+            .withColumn("current", F.col("last_run_id") == F.col("_latest_run")).drop("_latest_run")
+            .orderBy(*KEY))
+
+
+def flaky(rows: DataFrame) -> DataFrame:
+    versions = KEY + ["target_version", "client_version"]
+    w = Window.partitionBy(*versions).orderBy("ts", "run_id")
+    changes = rows.withColumn("_changed", (F.lag("verdict").over(w) != F.col("verdict")).cast("int"))
+    per_verdict = (rows.groupBy(*versions, "verdict").count()
+                   .groupBy(*versions)
+                   .agg(F.array_join(F.array_sort(F.collect_list(F.concat_ws(":", "verdict", F.col("count")
+                                                                                .cast("string")))), " ")
+                        .alias("verdicts")))
+    return (changes.groupBy(*versions)
+            .agg(F.countDistinct("run_id").alias("runs"), F.countDistinct("verdict").alias("_distinct"),
+                 F.sum(F.coalesce("_changed", F.lit(0))).alias("changes"),
+                 F.min("ts").alias("first_seen"), F.max("ts").alias("last_seen"),
+                 F.max_by("verdict", "ts").alias("latest_verdict"))
+            .where("_distinct > 1").drop("_distinct")
+            .join(per_verdict, versions)
+            .orderBy(F.col("changes").desc(), *KEY))
+
+
+def _percentiles(rows: DataFrame, by: list[str]) -> DataFrame:
+    p = F.percentile("duration_s", F.array(F.lit(0.5), F.lit(0.9), F.lit(0.99)))
+    return (rows.where(F.col("duration_s").isNotNull()).groupBy(*by)
+            .agg(F.count("*").alias("rows"), p.alias("_p"), F.avg("duration_s").alias("mean_s"),
+                 F.max("duration_s").alias("max_s"))
+            .select(*by, "rows", F.col("_p")[0].alias("p50_s"), F.col("_p")[1].alias("p90_s"),
+                    F.col("_p")[2].alias("p99_s"), "mean_s", "max_s")
+            .orderBy(*by))
+
+
+def durations(rows: DataFrame) -> DataFrame:
+    return _percentiles(rows, ["target"])
+
+
+def durations_by_client(rows: DataFrame) -> DataFrame:
+    return _percentiles(rows, ["target", "client"])
+
+
+def per_run(rows: DataFrame) -> DataFrame:
+    """Per run and target: when, how many rows, passes and divergences (the trend charts)."""
+    return (rows.groupBy("run_id", "target")
+            .agg(F.min("ts").alias("run_at"), F.count("*").alias("rows"),
+                 F.sum((F.col("verdict") == "pass").cast("int")).alias("passed"),
+                 F.sum(_diverges().cast("int")).alias("diverging"))
+            .orderBy("run_at", "target"))

@@ -1,0 +1,129 @@
+"""Spark analytics over real-looking runs: matrix, divergences, flaky cases, durations.
+
+Outside the default test run (``tox -e analytics``): needs PySpark and Java 17.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyspark", reason="analytics is the optional extra 'analytics' (PySpark)")
+pytest.importorskip("matplotlib", reason="analytics is the optional extra 'analytics' (matplotlib)")
+if shutil.which("java") is None:
+    pytest.skip("PySpark needs Java 17 on PATH", allow_module_level=True)
+
+from reports.analytics import analyze  # noqa: E402
+from reports.analytics.spark import spark_session  # noqa: E402
+from tests.reports.rowgen import CASES, CLIENTS, TARGETS, run_id_for, write_run  # noqa: E402
+
+FLIP_MIDDLE = ("txn/basic_commit", "embedded", "java")      # fail in run 1 only
+FLIP_LAST = ("txn/empty_commit", "tansu", "confluent")       # error in the last run only
+
+
+@pytest.fixture(scope="module")
+def spark():
+    s = spark_session("local[2]", driver_memory="512m")
+    yield s
+    s.stop()
+
+
+def _csv(path: Path) -> list[dict]:
+    with open(path, newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _rows(root: Path) -> list[dict]:
+    return [json.loads(line) for p in sorted(root.rglob("results.jsonl")) for line in p.open()]
+
+
+def _percentile(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    pos = p * (len(xs) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+@pytest.fixture(scope="module")
+def three_runs(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("results")
+    for i, override in enumerate((None, {FLIP_MIDDLE: "fail"}, {FLIP_LAST: "error"})):
+        rid, t = run_id_for(i)
+        write_run(root, rid, t, artifacts=False, seed=i, verdict_overrides=override)
+    return root
+
+
+def test_three_runs_matrix_flaky_divergences_durations(spark, three_runs, tmp_path):
+    out = tmp_path / "analytics"
+    summary = analyze(three_runs, out, spark=spark)
+
+    matrix = {(r["case"], r["target"], r["client"]): r for r in _csv(out / "matrix.csv")}
+    assert len(matrix) == len(CASES) * len(TARGETS) * len(CLIENTS)
+    assert matrix[FLIP_MIDDLE]["verdict"] == "pass"          # failed in run 1, passed again in run 2
+    assert matrix[FLIP_LAST]["verdict"] == "error"           # the latest run's verdict wins
+    assert matrix[FLIP_LAST]["run_id"] == run_id_for(2)[0]
+    assert matrix[("txn/basic_abort", "tansu", "java")]["verdict"] == "fail"
+    assert matrix[("txn/basic_abort", "tansu", "java")]["diverges"] == "True"
+    assert matrix[("txn/basic_abort", "apache-kafka", "java")]["diverges"] == "False"
+    assert matrix[("txn/coordinator_crash_after_prepare", "tansu", "kafka-python")]["verdict"] == "not_applicable"
+    wide = {r["case"]: r for r in _csv(out / "matrix_wide.csv")}
+    assert wide["txn/empty_commit"]["tansu/confluent"] == "error"
+
+    flaky = _csv(out / "flaky.csv")
+    assert {(f["case"], f["target"], f["client"]) for f in flaky} == {FLIP_MIDDLE, FLIP_LAST}
+    middle = next(f for f in flaky if (f["case"], f["target"], f["client"]) == FLIP_MIDDLE)
+    assert (middle["runs"], middle["changes"], middle["verdicts"], middle["latest_verdict"]) == \
+           ("3", "2", "fail:1 pass:2", "pass")
+    assert "txn/basic_commit on embedded dev with java 4.1.0" in summary
+
+    rows = _rows(three_runs)
+    diverging = {(r["case"], r["target"], r["client"]) for r in rows if r["diff"]}
+    div = {(d["case"], d["target"], d["client"]): d for d in _csv(out / "divergences.csv")}
+    assert set(div) == diverging and len(div) == 6 * 3 + 3
+    d = div[("txn/timeout_expiry", "embedded", "java")]
+    starts = sorted(r["started_at"] for r in rows
+                    if (r["case"], r["target"], r["client"]) == ("txn/timeout_expiry", "embedded", "java"))
+    assert (d["first_seen"][:19], d["last_seen"][:19]) == (starts[0][:19], starts[-1][:19])
+    assert d["runs"] == "3" and d["current"] == "True"
+    assert d["paths"] == "steps[4].error.abortable steps[4].error.code steps[4].error.fatal steps[4].error.name"
+    assert d["reference_target"] == "apache-kafka"
+
+    dur = {r["target"]: r for r in _csv(out / "durations.csv")}
+    for target, _ in TARGETS:
+        xs = [r["duration_s"] for r in rows if r["target"] == target]
+        for p, col in ((0.5, "p50_s"), (0.9, "p90_s"), (0.99, "p99_s")):
+            assert float(dur[target][col]) == pytest.approx(_percentile(xs, p), abs=1e-3)
+        assert int(dur[target]["rows"]) == len(xs)
+
+    for name in ("matrix", "divergences", "flaky", "durations", "durations_by_client"):
+        assert spark.read.parquet(str(out / f"{name}.parquet")).count() == len(_csv(out / f"{name}.csv"))
+    for png in ("matrix.png", "durations.png", "trend.png"):
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "summary.txt").read_text() == summary
+    assert "Flaky (verdict changed with the same versions): 2" in summary
+
+
+def test_a_verdict_change_with_a_new_version_is_not_flaky(spark, tmp_path):
+    root = tmp_path / "results"
+    targets_new = [("apache-kafka", "4.1.0"), ("embedded", "dev-2"), ("tansu", "0.1.2")]
+    cases = CASES[:3]
+    for i, (targets, override) in enumerate(((TARGETS, None),
+                                             (targets_new, {("txn/basic_commit", "embedded", "java"): "fail"}))):
+        rid, t = run_id_for(i)
+        write_run(root, rid, t, artifacts=False, seed=i, cases=cases, targets=targets, verdict_overrides=override)
+    out = tmp_path / "analytics"
+    analyze(root, out, spark=spark)
+    assert _csv(out / "flaky.csv") == []
+    matrix = {(r["case"], r["target"], r["client"]): r for r in _csv(out / "matrix.csv")}
+    assert matrix[("txn/basic_commit", "embedded", "java")]["verdict"] == "fail"
+    assert matrix[("txn/basic_commit", "embedded", "java")]["target_version"] == "dev-2"
+
+
+def test_no_runs_is_an_error(spark, tmp_path):
+    with pytest.raises(FileNotFoundError):
+        analyze(tmp_path, tmp_path / "out", spark=spark)

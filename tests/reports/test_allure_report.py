@@ -1,0 +1,171 @@
+"""The Allure report made from results.jsonl rows, opened in a real (headless) browser.
+
+Needs npm (to install the pinned allure-commandline into the cache), Java
+and Debian's chromium; each test skips with the reason when one is missing.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from reports import allure_results
+from reports.allure_report import stage_results
+from reports.cli import report
+from reports.results import read_results
+from tests.reports import browser
+from tests.reports.rowgen import CASES, run_id_for, write_run
+
+REPO = Path(__file__).resolve().parents[2]
+
+needs_allure = pytest.mark.skipif(shutil.which("npm") is None or shutil.which("java") is None,
+                                  reason="the Allure CLI needs npm (to install it) and Java 17")
+needs_chromium = pytest.mark.skipif(browser.chromium() is None,
+                                    reason="chromium is not installed: run reports/allure/ensure_chromium.sh")
+
+
+# one case of each kind: pass, fail + divergence, pass + divergence, not applicable, error
+SELECTED = [c for c in CASES if c[0] in (
+    "txn/basic_commit", "txn/basic_abort", "txn/abort_then_commit", "txn/timeout_expiry", "txn/zombie_produce",
+    "txn/coordinator_crash_after_prepare", "txn/transactional_id_authorization", "txn/open_txn_lso")]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    rid, t = run_id_for(0)
+    return write_run(tmp_path_factory.mktemp("runs"), rid, t, cases=SELECTED)
+
+
+def _embedded(single_html: str, prefix: str) -> dict[str, dict]:
+    """The JSON files the single-file report carries inline, by path."""
+    return {m.group(1): json.loads(base64.b64decode(m.group(2)))
+            for m in re.finditer(r"d\('(" + re.escape(prefix) + r"[^']*)','([^']*)'", single_html)}
+
+
+def _text(dom: str) -> str:
+    dom = re.sub(r"<(script|style)\b.*?</\1>", " ", dom, flags=re.S)
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", dom))
+
+
+def test_rows_become_one_allure_result_per_case_target_client(run_dir, tmp_path):
+    rows = read_results(run_dir)
+    out = stage_results(run_dir, tmp_path / "staged")
+    results = [json.loads(p.read_text()) for p in out.glob("*-result.json")]
+    assert len(results) == len(rows) == 8 * 3 * 3
+    by_name = {r["fullName"]: r for r in results}
+    tansu_abort = by_name["txn/basic_abort::tansu::confluent"]
+    assert tansu_abort["status"] == "failed"
+    assert tansu_abort["statusDetails"]["message"].startswith("INVARIANT FAILED")
+    assert "DIVERGES from apache-kafka" in tansu_abort["statusDetails"]["message"]
+    assert "reads.read_uncommitted.topic-0" in tansu_abort["statusDetails"]["trace"]
+    labels = {(lab["name"], lab["value"]) for lab in tansu_abort["labels"]}
+    assert {("target", "tansu"), ("client", "confluent"), ("target_version", "0.1.2"),
+            ("client_version", "2.16.1"), ("suite", "txn/basic_abort"), ("parentSuite", "txn"),
+            ("tag", "abort")} <= labels
+    names = [a["name"] for a in tansu_abort["attachments"]]
+    assert names[:3] == ["side by side (all targets)", "outcome", "diff vs apache-kafka"]
+    assert "transcript" in names and any(n.startswith("log ") for n in names)
+    for a in tansu_abort["attachments"]:
+        assert (out / a["source"]).is_file(), a
+    sbs = (out / tansu_abort["attachments"][0]["source"]).read_text()
+    assert "class='diverges'" in sbs and "apache-kafka" in sbs and "@4 a0=x0" in sbs
+    # the reference itself is not a divergence; a pass with a diff is
+    ref = by_name["txn/basic_abort::apache-kafka::java"]
+    assert ref["status"] == "passed" and not ref["statusDetails"]
+    embedded_timeout = by_name["txn/timeout_expiry::embedded::java"]
+    assert embedded_timeout["status"] == "passed"
+    assert embedded_timeout["statusDetails"]["message"].startswith("DIVERGES from apache-kafka")
+    na = by_name["txn/coordinator_crash_after_prepare::tansu::java"]
+    assert na["status"] == "skipped" and na["statusDetails"]["message"].startswith("NOT APPLICABLE")
+    steps = tansu_abort["steps"]
+    assert steps[0]["name"] == "0. p1: init_transactions" and steps[-1]["name"] == "checks"
+    assert [s["status"] for s in steps[-1]["steps"]] == ["passed", "failed"]
+    assert json.loads((out / "categories.json").read_text()) == allure_results.CATEGORIES
+    env = (out / "environment.properties").read_text()
+    assert "target.tansu=0.1.2" in env and "client.kafka-python=3.0.12" in env
+
+
+@needs_allure
+@needs_chromium
+def test_single_file_report_opens_in_chromium_and_shows_a_diff(run_dir, tmp_path):
+    served, single = report(run_dir, tmp_path / "report")
+    assert (served / "index.html").is_file() and (served / "data" / "test-cases").is_dir()
+    html = single.read_text(encoding="utf-8")
+    # Allure's own categorisation of our results, as the report carries it
+    cats = _embedded(html, "data/categories.json")["data/categories.json"]
+    counts = {c["name"]: sum(len(g.get("children", [])) for g in c["children"]) for c in cats["children"]}
+    assert counts == {"fails an invariant": 2 * 3, "diverges from Apache Kafka": 3, "not applicable": 3,
+                      "error": 3}
+    suites = _embedded(html, "data/suites.json")["data/suites.json"]
+    theme = suites["children"][0]
+    case = next(c for c in theme["children"] if c["name"] == "txn/basic_abort")
+    tansu = next(c for c in case["children"] if c["name"] == "tansu")
+    test = next(t for t in tansu["children"] if t["name"].endswith("confluent]"))
+    url = f"{single.as_uri()}#suites/{theme['uid']}/{test['uid']}"
+
+    text = _text(browser.dump_dom(url, tmp_path / "profile-dom"))
+    for case_id, _, _ in SELECTED:
+        assert case_id in text, f"case {case_id} not visible in the suites tree"
+    assert "txn/basic_abort [tansu · confluent]" in text
+    assert "DIVERGES from apache-kafka: 1 difference at reads.read_uncommitted.topic-0" in text
+    assert "reference: [" in text and "actual: [" in text          # the diff itself, values included
+    png = browser.screenshot(url, tmp_path / "allure-report.png", tmp_path / "profile-shot")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    if os.environ.get("KCONFORM_UPDATE_SCREENSHOT") == "1":     # refresh the picture in the docs
+        (REPO / "docs" / "img").mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(png, REPO / "docs" / "img" / "allure-report.png")
+
+
+@needs_allure
+def test_report_uses_the_plugin_results_when_present(run_dir, tmp_path):
+    """allure-results written by the pytest plugin are kept; the side-by-side page is added."""
+    plugin = tmp_path / "allure-results"
+    plugin.mkdir()
+    res = {"uuid": "0b0e6c2e-0000-4000-8000-000000000001", "name": "test_case[txn/basic_abort-tansu-java]",
+           "fullName": "conformance.test_cases#txn/basic_abort", "status": "failed", "stage": "finished",
+           "start": 1, "stop": 2, "labels": [{"name": "case", "value": "txn/basic_abort"}]}
+    (plugin / f"{res['uuid']}-result.json").write_text(json.dumps(res))
+    served, single = report(run_dir, tmp_path / "report", allure_results=plugin)
+    staged = json.loads((tmp_path / "report" / "allure-results" / f"{res['uuid']}-result.json").read_text())
+    assert staged["name"] == res["name"]
+    assert staged["attachments"][0]["name"] == "side by side (all targets)"
+    assert len(list((tmp_path / "report" / "allure-results").glob("*-result.json"))) == 1
+    assert single.is_file()
+
+
+def _png(path: Path) -> Path:
+    """A valid 1x1 PNG, written by hand so this test needs no imaging library."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
+                     + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00")) + chunk(b"IEND", b""))
+    return path
+
+
+@needs_allure
+def test_analytics_charts_are_linked_from_the_report(run_dir, tmp_path):
+    analytics = tmp_path / "analytics"
+    analytics.mkdir()
+    _png(analytics / "matrix.png")
+    (analytics / "summary.txt").write_text("kconform analytics over 3 run(s)\nFlaky: 1 <basic_commit>\n")
+    report(run_dir, tmp_path / "report", analytics_dir=analytics)
+    staged = tmp_path / "report" / "allure-results"
+    entry = next(r for r in (json.loads(p.read_text()) for p in staged.glob("*-result.json"))
+                 if r["name"] == "Analytics over all runs")
+    assert [a["name"] for a in entry["attachments"]] == ["summary", "matrix"]
+    assert (staged / entry["attachments"][1]["source"]).read_bytes()[:4] == b"\x89PNG"
+    assert "&lt;basic_commit&gt;" in entry["descriptionHtml"]
+    served = tmp_path / "report" / "html"
+    cases = [json.loads(p.read_text()) for p in (served / "data" / "test-cases").glob("*.json")]
+    analytics_case = next(c for c in cases if c["name"] == "Analytics over all runs")
+    assert any(a["name"] == "matrix" for a in analytics_case["testStage"]["attachments"])
