@@ -63,7 +63,7 @@ def consume(bootstrap: str, topic: str, n: int, timeout: float = 300.0) -> float
         "bootstrap.servers": bootstrap, "group.id": f"bench-{time.time_ns()}",
         "isolation.level": "read_committed", "enable.auto.commit": False,
         "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760,
-        "fetch.wait.max.ms": 100, "log_level": 0,
+        "fetch.wait.max.ms": 100, "queued.min.messages": 1_000_000, "log_level": 0,
     })
     c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     got = 0

@@ -1,0 +1,382 @@
+"""The proxy: one listening port per broker node, rules, transcript, and synchronous control.
+
+Order of events a target follows::
+
+    proxy = ProxyServer(transcript_path=workdir / "transcript.jsonl")
+    node = proxy.add_node(1)                      # binds 127.0.0.1:<ephemeral> now
+    start the broker with advertised.listeners=node.listener   # PLAINTEXT://127.0.0.1:<port>
+    node.set_upstream("127.0.0.1", broker_port)   # where the node really listens
+    proxy.start_in_thread()
+    ... clients bootstrap from node.address ...
+    rid = proxy.add_rule({"api": "EndTxn", "direction": "c2b", "action": "hold"})
+    proxy.wait_for_match(rid, timeout=30)         # the coordinator got EndTxn (held)
+    ... kill the coordinator; then proxy.release(rid) or proxy.remove_rule(rid)
+    proxy.stop()
+
+The port is reserved (bound and listening) when :meth:`ProxyServer.add_node` returns, before
+the proxy runs and before the node's real address is known, because a broker must be told
+the address to advertise before it starts. A client that connects before
+:meth:`ProxyNode.set_upstream` waits (up to ``upstream_wait`` seconds) instead of failing.
+Since every node advertises its proxy port, clients reconnect through the proxy after
+Metadata and FindCoordinator, and inter-broker traffic (fetches between replicas, transaction
+markers) crosses it too.
+
+The proxy runs its own trio loop; the runner is synchronous and talks to it from its own
+thread. Control methods are thread-safe; the blocking one (:meth:`wait_for_match`) must not be
+called from the proxy's own loop.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import logging
+import socket
+import threading
+from pathlib import Path
+from typing import Callable, Iterable, Mapping
+
+import trio
+
+from .connection import ProxiedConnection
+from .rules import Match, Rule, RuleBook
+from .transcript import Transcript
+
+log = logging.getLogger("kconform.proxy")
+
+HOST = "127.0.0.1"
+#: A size prefix beyond this is not taken as a frame (the stream is then forwarded unframed).
+#: Larger than any Fetch response a client asks for (fetch.max.bytes defaults to 50 MiB).
+DEFAULT_MAX_FRAME_BYTES = 256 * 1024 * 1024
+
+
+def _addr(host: str, port: int) -> str:
+    return f"{host}:{port}"
+
+
+class ProxyNode:
+    """The proxy's stand-in for one broker node: a reserved local port and the node's real address."""
+
+    def __init__(self, node_id: int, host: str = HOST, port: int = 0, backlog: int = 128) -> None:
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            raise ValueError(f"the proxy binds loopback only, not {host!r}")
+        self.node_id = node_id
+        self.host = host
+        self._sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind((host, port))
+        self._sock.listen(backlog)
+        self.port: int = self._sock.getsockname()[1]
+        self._upstream: tuple[str, int] | None = None
+        self._lock = threading.Lock()
+        self._serving = False
+
+    @property
+    def address(self) -> str:
+        """HOST:PORT clients (and the node itself, via advertised.listeners) connect to."""
+        return _addr(self.host, self.port)
+
+    @property
+    def listener(self) -> str:
+        """The value for the node's ``advertised.listeners``."""
+        return f"PLAINTEXT://{self.address}"
+
+    @property
+    def upstream(self) -> tuple[str, int] | None:
+        with self._lock:
+            return self._upstream
+
+    def set_upstream(self, host: str, port: int) -> None:
+        """Where the node really listens. May change (a restarted node); new connections follow."""
+        with self._lock:
+            self._upstream = (host, int(port))
+
+    def __repr__(self) -> str:
+        return f"ProxyNode({self.node_id}, {self.address} -> {self.upstream})"
+
+
+class ProxyServer:
+    def __init__(self, *, transcript: Transcript | None = None, transcript_path: str | Path | None = None,
+                 host: str = HOST, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+                 connect_timeout: float = 10.0, upstream_wait: float = 30.0) -> None:
+        self.host = host
+        self.transcript = transcript or Transcript(transcript_path)
+        self.rules = RuleBook()
+        self.max_frame_bytes = max_frame_bytes
+        self.connect_timeout = connect_timeout
+        self.upstream_wait = upstream_wait
+        self.nodes: dict[int, ProxyNode] = {}
+        #: Connection life events: {"t", "event": open|close|refused, "conn", "node", "client", "broker", "reason"}.
+        self.events: list[dict] = []
+        self._events_lock = threading.Lock()
+        self._conn_ids = itertools.count(1)
+        self._conns: dict[int, ProxiedConnection] = {}
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._loop_ident: int | None = None
+        self._nursery: trio.Nursery | None = None
+        self._thread: threading.Thread | None = None
+        self._started = threading.Event()
+        self._thread_error: BaseException | None = None
+        self._stopped = False
+
+    # ================================================================ nodes
+    def add_node(self, node_id: int | None = None, upstream: tuple[str, int] | str | None = None,
+                 port: int = 0) -> ProxyNode:
+        """Reserve a local port for a broker node (now, before anything runs)."""
+        if node_id is None:
+            node_id = max(self.nodes, default=0) + 1
+        if node_id in self.nodes:
+            raise ValueError(f"node {node_id} already has a proxy port ({self.nodes[node_id].address})")
+        node = ProxyNode(node_id, self.host, port)
+        if upstream is not None:
+            node.set_upstream(*parse_address(upstream))
+        self.nodes[node_id] = node
+        if self._token is not None:
+            self._call_in_loop(lambda: self._nursery.start_soon(self._serve_node, node))
+        return node
+
+    def node(self, node_id: int) -> ProxyNode:
+        return self.nodes[node_id]
+
+    @property
+    def bootstrap(self) -> str:
+        """Comma-separated proxy addresses of every node: a client's bootstrap.servers."""
+        return ",".join(n.address for n in self.nodes.values())
+
+    # ================================================================ running
+    async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Run in the caller's trio loop until cancelled (or :meth:`stop`)."""
+        self._token = trio.lowlevel.current_trio_token()
+        self._loop_ident = threading.get_ident()
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                for node in self.nodes.values():
+                    nursery.start_soon(self._serve_node, node)
+                task_status.started(self)
+                await trio.sleep_forever()
+        finally:
+            self._token = None
+            self._nursery = None
+            self._loop_ident = None
+            self._close_ports()
+            if self._stopped:
+                self.transcript.close()
+            else:
+                self.transcript.flush()
+
+    def start_in_thread(self, timeout: float = 10.0) -> "ProxyServer":
+        """Run the proxy's own trio loop in a daemon thread; returns once it accepts connections."""
+        if self._thread is not None:
+            raise RuntimeError("the proxy is already running")
+
+        def main() -> None:
+            try:
+                trio.run(self._run_until_stopped)
+            except BaseException as exc:  # reported to start_in_thread / stop
+                self._thread_error = exc
+                log.exception("proxy loop failed")
+            finally:
+                self._started.set()
+
+        self._thread = threading.Thread(target=main, name="kconform-proxy", daemon=True)
+        self._thread.start()
+        if not self._started.wait(timeout):
+            raise TimeoutError(f"proxy did not start within {timeout}s")
+        if self._thread_error is not None:
+            raise RuntimeError("proxy failed to start") from self._thread_error
+        return self
+
+    async def _run_until_stopped(self) -> None:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.serve)
+            self._started.set()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Close every connection and port; held frames are dropped with their connections."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._token is not None and self._nursery is not None:
+            try:
+                self._call_in_loop(lambda: self._nursery.cancel_scope.cancel())
+            except (trio.RunFinishedError, RuntimeError):
+                pass
+        if threading.get_ident() == self._loop_ident:
+            return  # called from inside the loop: serve() closes the ports as it unwinds
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self._close_ports()
+        self.transcript.close()
+
+    def _close_ports(self) -> None:
+        for node in self.nodes.values():
+            node._sock.close()
+
+    def __enter__(self) -> "ProxyServer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # ================================================================ rules
+    def add_rule(self, rule: Rule | dict) -> int:
+        """Start applying a rule (a :class:`Rule` or its dict form); returns its id."""
+        return self.rules.add(rule)
+
+    def remove_rule(self, rule_id: int) -> int:
+        """Stop applying a rule; frames it holds go on. Returns how many were held."""
+        holds = self.rules.remove(rule_id)
+        self._release(holds)
+        return len(holds)
+
+    def release(self, rule_id: int) -> int:
+        """Let go of the frames a hold rule keeps now (the rule stays, for later matches).
+
+        Returns how many frames were released.
+        """
+        holds = self.rules.take_holds(rule_id)
+        self._release(holds)
+        return len(holds)
+
+    def release_all(self) -> int:
+        holds = self.rules.all_holds()
+        self._release(holds)
+        return len(holds)
+
+    def _release(self, holds: list) -> None:
+        if not holds or self._token is None:
+            return
+
+        def go() -> None:
+            for h in holds:
+                h.released = True
+                h.event.set()
+
+        try:
+            self._call_in_loop(go)
+        except trio.RunFinishedError:
+            pass
+
+    def wait_for_match(self, rule_id: int, timeout: float, count: int = 1, acted: bool = False) -> Match | None:
+        """Block until the rule has matched ``count`` frames (acted on them, with ``acted=True``).
+
+        Returns the match (which connection, API, version, correlation id, when), or None on
+        timeout. A ``hold`` rule's frame is held by the time this returns.
+        """
+        return self.rules.wait_for_match(rule_id, timeout, count, acted)
+
+    def matches(self, rule_id: int) -> list[Match]:
+        return self.rules.matches(rule_id)
+
+    # ================================================================ connections
+    def connections(self, node_id: int | None = None) -> list[dict]:
+        """The connections open now: conn id, node, client and broker addresses."""
+        def snap() -> list[dict]:
+            return [{"conn": c.conn_id, "node": c.node.node_id, "client": c.client_addr, "broker": c.broker_addr}
+                    for c in self._conns.values() if node_id is None or c.node.node_id == node_id]
+        return self._call_in_loop(snap) if self._token is not None else []
+
+    def sever_connections(self, node_id: int | None = None, reset: bool = False) -> int:
+        """Close every open connection (of one node): a network cut without a rule."""
+        def go() -> int:
+            victims = [c for c in self._conns.values() if node_id is None or c.node.node_id == node_id]
+            for c in victims:
+                c.sever(reset, "severed by control call")
+            return len(victims)
+        return self._call_in_loop(go) if self._token is not None else 0
+
+    def _event(self, event: str, **fields) -> None:
+        with self._events_lock:
+            self.events.append({"t": self.transcript.now(), "event": event, **fields})
+
+    def events_of(self, event: str, node_id: int | None = None) -> list[dict]:
+        with self._events_lock:
+            return [e for e in self.events if e["event"] == event and (node_id is None or e.get("node") == node_id)]
+
+    # ================================================================ trio side
+    def _call_in_loop(self, fn: Callable):
+        if self._token is None:
+            raise RuntimeError("the proxy is not running")
+        if threading.get_ident() == self._loop_ident:
+            return fn()
+        return trio.from_thread.run_sync(fn, trio_token=self._token)
+
+    async def _serve_node(self, node: ProxyNode) -> None:
+        if node._serving:
+            return
+        node._serving = True
+        listener = trio.SocketListener(trio.socket.from_stdlib_socket(node._sock))
+        await trio.serve_listeners(functools.partial(self._handle_client, node), [listener])
+
+    async def _handle_client(self, node: ProxyNode, client: trio.SocketStream) -> None:
+        conn_id = next(self._conn_ids)
+        try:
+            host, port = client.socket.getpeername()[:2]
+            client_addr = _addr(host, port)
+        except OSError:
+            client_addr = "?"
+        upstream = await self._upstream_of(node)
+        if upstream is None:
+            self._event("refused", conn=conn_id, node=node.node_id, client=client_addr, broker=None,
+                        reason=f"no upstream set within {self.upstream_wait}s")
+            await client.aclose()
+            return
+        broker_addr = _addr(*upstream)
+        try:
+            with trio.fail_after(self.connect_timeout):
+                up = await trio.open_tcp_stream(*upstream)
+        except (OSError, trio.TooSlowError) as exc:
+            # The node is down: the client sees its connection close, as after a crash.
+            self._event("refused", conn=conn_id, node=node.node_id, client=client_addr, broker=broker_addr,
+                        reason=repr(exc))
+            await client.aclose()
+            return
+        conn = ProxiedConnection(self, node, conn_id, client, up, client_addr, broker_addr)
+        self._conns[conn_id] = conn
+        self._event("open", conn=conn_id, node=node.node_id, client=client_addr, broker=broker_addr)
+        try:
+            await conn.run()
+        finally:
+            self._conns.pop(conn_id, None)
+
+    async def _upstream_of(self, node: ProxyNode) -> tuple[str, int] | None:
+        deadline = trio.current_time() + self.upstream_wait
+        while True:
+            up = node.upstream
+            if up is not None or trio.current_time() >= deadline:
+                return up
+            await trio.sleep(0.05)
+
+
+def parse_address(addr: tuple[str, int] | str) -> tuple[str, int]:
+    if isinstance(addr, tuple):
+        return addr[0], int(addr[1])
+    host, _, port = str(addr).rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"not a HOST:PORT address: {addr!r}")
+    return host, int(port)
+
+
+def run_proxy(upstreams: Mapping[int, tuple[str, int] | str | None] | Iterable[tuple[str, int] | str | None],
+              rules: Iterable[Rule | dict] = (), *, transcript_path: str | Path | None = None,
+              **server_kwargs) -> ProxyServer:
+    """Start a proxy in a background thread in front of the given nodes, with the given rules.
+
+    ``upstreams`` maps node id -> "HOST:PORT" (or a (host, port) tuple, or None to only reserve
+    the port and ``set_upstream`` later); a plain sequence numbers the nodes from 1. Returns the
+    running :class:`ProxyServer`: ``proxy.node(id).address`` is where clients connect,
+    ``proxy.rules`` ids follow the order of ``rules`` (1, 2, ...). The caller stops it.
+    """
+    if not isinstance(upstreams, Mapping):
+        upstreams = {i: a for i, a in enumerate(upstreams, start=1)}
+    proxy = ProxyServer(transcript_path=transcript_path, **server_kwargs)
+    try:
+        for node_id, addr in upstreams.items():
+            proxy.add_node(int(node_id), addr)
+        for rule in rules:
+            proxy.add_rule(rule)
+        return proxy.start_in_thread()
+    except BaseException:
+        proxy.stop()
+        raise
