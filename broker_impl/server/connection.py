@@ -23,7 +23,7 @@ import trio
 from ..handlers import HANDLERS, Handler
 from ..protocol.codegen import ProtocolError
 from ..protocol.errors import Errors
-from ..protocol.messages import API, REQUEST_HEADER, RESPONSE_HEADER
+from ..protocol.messages import REQUEST_HEADER, RESPONSE_HEADER
 from .context import RequestContext
 
 log = logging.getLogger("kconform.broker.connection")
@@ -85,11 +85,14 @@ def _encode_response(handler_api, version: int, correlation_id: int, resp) -> by
 
 
 def _unsupported_api_versions(correlation_id: int) -> bytes:
-    """ApiVersions v0 answer with UNSUPPORTED_VERSION and the versions we speak."""
-    from ..handlers.api_versions import advertised_versions
-
-    api = API["ApiVersions"]
-    resp = api.Response(error_code=Errors.UNSUPPORTED_VERSION, api_keys=advertised_versions(api.Response))
+    """Kafka's answer to ApiVersions at a version it does not know
+    (``ApiVersionsRequest.getErrorResponse``): a v0 response with UNSUPPORTED_VERSION listing
+    only ApiVersions' own range, enough for the client to retry with a version both speak."""
+    api = HANDLERS[18].api
+    h = HANDLERS[18]
+    R = api.Response
+    resp = R(error_code=Errors.UNSUPPORTED_VERSION,
+             api_keys=[R.ApiVersion(api_key=18, min_version=h.advertised_min, max_version=h.max_version)])
     return _encode_response(api, 0, correlation_id, resp)
 
 
@@ -132,7 +135,13 @@ async def _handle_frame(broker, frame: bytes, peer: str, conn_id: int) -> bytes 
         raise CloseConnection(f"unknown API key {api_key}")
     api = handler.api
     if not handler.min_version <= version <= handler.max_version:
-        if api_key == 18:
+        if api_key == 18 and version > handler.max_version:
+            # Kafka still parses the header, at the header version the (unknown, newer and so
+            # flexible) request version implies; a header that does not parse closes the connection.
+            try:
+                REQUEST_HEADER.decode(api.request_header_version(version), frame, 0)
+            except ProtocolError as exc:
+                raise CloseConnection(f"malformed header of ApiVersions v{version}: {exc}") from None
             return _unsupported_api_versions(correlation_id)
         raise CloseConnection(
             f"unsupported version {version} of {api.name} (supported {handler.min_version}-{handler.max_version})")

@@ -104,7 +104,8 @@ def test_unknown_api_key_closes_connection_and_is_logged(victim_and_bystander):
 def test_unsupported_api_versions_version_gets_kafka_error(broker):
     """ApiVersions at an unknown version: UNSUPPORTED_VERSION in a v0 answer, with our ranges."""
     with RawConnection(broker.bootstrap) as conn:
-        body = struct.pack(">hhi", 18, 99, 42) + struct.pack(">h", 1) + b"x" + b"\x00\x00\x00"
+        # header v2 (the version is unknown and so taken as flexible): client id + empty tagged fields
+        body = struct.pack(">hhi", 18, 99, 42) + struct.pack(">h", 1) + b"x" + b"\x00" + b"\x00\x00\x00"
         conn.send_raw(struct.pack(">i", len(body)) + body)
         frame = conn.recv_frame()
         assert frame is not None
@@ -112,8 +113,17 @@ def test_unsupported_api_versions_version_gets_kafka_error(broker):
         assert corr == 42
         resp, _ = API["ApiVersions"].response.decode(0, frame, 4)
         assert resp.error_code == 35  # UNSUPPORTED_VERSION
-        keys = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-        assert keys[18] == (0, 4) and 0 in keys and 1 in keys
+        # as Kafka: only ApiVersions' own range (the 16-byte answer real Kafka gives)
+        assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == [(18, 0, 4)]
+        assert len(frame) == 16
+
+
+def test_unsupported_api_versions_with_truncated_header_closes(broker):
+    """No tagged-field byte after the client id: the v2 header does not parse, Kafka closes."""
+    with RawConnection(broker.bootstrap) as conn:
+        body = struct.pack(">hhi", 18, 99, 42) + struct.pack(">h", 1) + b"x"
+        conn.send_raw(struct.pack(">i", len(body)) + body)
+        assert _closed_by_broker(conn)
 
 
 def test_unsupported_version_of_other_api_closes_connection(victim_and_bystander):

@@ -1,0 +1,540 @@
+"""Load and validate case files (cases/**/*.yaml) into `model.Case` objects.
+
+Why strict validation at load time: a typo in a case (`isolaton:`, an op name a driver does not
+know, a check on a topic that does not exist) would otherwise show up minutes later as a
+confusing failure on one target only. Every error names the FILE, the FIELD path inside it and
+WHAT WAS EXPECTED, e.g.
+
+    cases/txn/zombie.yaml: steps[3].expect.error: expected an error name such as
+    PRODUCER_FENCED (Kafka's Errors enum), got 'FENCED'
+"""
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+from conformance.clients.errors import KAFKA_ERRORS, LOCAL_NAMES
+
+from . import model as m
+
+CASES_ROOT = Path(__file__).resolve().parents[2] / "cases"
+KAFKA_ERROR_NAMES = frozenset(name for name, _ in KAFKA_ERRORS.values())
+ERROR_NAMES = KAFKA_ERROR_NAMES | frozenset(LOCAL_NAMES)
+ISOLATION = ("read_committed", "read_uncommitted")
+
+# Kafka API names a proxy rule may match (key by name); a number is accepted too.
+API_NAMES = {
+    "Produce": 0, "Fetch": 1, "ListOffsets": 2, "Metadata": 3, "OffsetCommit": 8, "OffsetFetch": 9,
+    "FindCoordinator": 10, "JoinGroup": 11, "Heartbeat": 12, "LeaveGroup": 13, "SyncGroup": 14,
+    "ApiVersions": 18, "CreateTopics": 19, "InitProducerId": 22, "AddPartitionsToTxn": 24,
+    "AddOffsetsToTxn": 25, "EndTxn": 26, "WriteTxnMarkers": 27, "TxnOffsetCommit": 28,
+    "DescribeTransactions": 65, "ListTransactions": 66,
+}
+
+CHECKS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    # kind: (required params, optional params)
+    "records": (frozenset({"isolation", "topic"}),
+                frozenset({"partition", "values", "keys", "count", "name"})),
+    "no_duplicates": (frozenset({"isolation"}), frozenset({"topic", "topics", "name"})),
+    "same_records": (frozenset({"isolation", "from", "to"}), frozenset({"order", "name"})),
+    "offsets": (frozenset({"topic"}),
+                frozenset({"partition", "high_watermark", "last_stable", "open", "name"})),
+    "group_offset": (frozenset({"group", "topic"}), frozenset({"partition", "offset", "name"})),
+    "step": (frozenset({"step"}), frozenset({"expect", "name"})),
+}
+
+
+class CaseError(ValueError):
+    """A case file is invalid. str() is `FILE: FIELD: expected WHAT, got VALUE`."""
+
+    def __init__(self, file: str, field: str, expected: str, got: Any = ...) -> None:
+        self.file, self.field, self.expected = file, field, expected
+        got_text = "" if got is ... else f", got {got!r}"
+        super().__init__(f"{file}: {field or '(top level)'}: expected {expected}{got_text}")
+
+
+class _V:
+    """Validation helpers bound to one file; each takes the value and its field path."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+
+    def fail(self, path: str, expected: str, got: Any = ...) -> None:
+        raise CaseError(self.file, path, expected, got)
+
+    def mapping(self, v: Any, path: str, allowed: Iterable[str] | None = None,
+                required: Iterable[str] = ()) -> dict:
+        if not isinstance(v, dict):
+            self.fail(path, "a mapping", v)
+        for k in v:
+            if not isinstance(k, str):
+                self.fail(path, "string keys", k)
+        if allowed is not None:
+            allowed = set(allowed)
+            for k in v:
+                if k not in allowed:
+                    self.fail(_join(path, k), f"one of the fields {sorted(allowed)}", k)
+        for k in required:
+            if k not in v:
+                self.fail(_join(path, k), "this field (it is required)")
+        return v
+
+    def string(self, v: Any, path: str, choices: Iterable[str] | None = None) -> str:
+        if not isinstance(v, str) or not v:
+            self.fail(path, "a non-empty string" + (f", one of {list(choices)}" if choices else ""), v)
+        if choices is not None and v not in choices:
+            self.fail(path, f"one of {list(choices)}", v)
+        return v
+
+    def integer(self, v: Any, path: str, minimum: int | None = None) -> int:
+        if isinstance(v, bool) or not isinstance(v, int):
+            self.fail(path, "an integer", v)
+        if minimum is not None and v < minimum:
+            self.fail(path, f"an integer >= {minimum}", v)
+        return v
+
+    def boolean(self, v: Any, path: str) -> bool:
+        if not isinstance(v, bool):
+            self.fail(path, "true or false", v)
+        return v
+
+    def strings(self, v: Any, path: str) -> tuple[str, ...]:
+        if isinstance(v, str):
+            return (v,)
+        if not isinstance(v, list):
+            self.fail(path, "a string or a list of strings", v)
+        return tuple(self.string(x, f"{path}[{i}]") for i, x in enumerate(v))
+
+    def config_map(self, v: Any, path: str) -> dict[str, str]:
+        """Kafka config maps: names to scalar values, kept as text (Kafka's own form)."""
+        v = self.mapping(v, path)
+        out = {}
+        for k, x in v.items():
+            if isinstance(x, bool):
+                out[k] = "true" if x else "false"
+            elif isinstance(x, (int, float, str)):
+                out[k] = str(x)
+            else:
+                self.fail(_join(path, k), "a scalar config value (string, number or boolean)", x)
+        return out
+
+    def error_name(self, v: Any, path: str) -> str:
+        if not isinstance(v, str) or v not in ERROR_NAMES:
+            self.fail(path, "an error name such as PRODUCER_FENCED (Kafka's Errors enum, or one of "
+                            f"{sorted(LOCAL_NAMES)})", v)
+        return v
+
+
+def _join(path: str, key: Any) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else str(key)
+
+
+# ----------------------------------------------------------------------------- sections
+def _topology(v: _V, raw: Any) -> m.TopologyDef:
+    if raw is None:
+        return m.TopologyDef()
+    raw = v.mapping(raw, "topology", {"nodes", "topics", "broker_configs"})
+    nodes = v.integer(raw.get("nodes", 1), "topology.nodes", 1)
+    topics = []
+    seen = set()
+    for i, t in enumerate(raw.get("topics") or []):
+        p = f"topology.topics[{i}]"
+        if isinstance(t, str):
+            t = {"name": t}
+        t = v.mapping(t, p, {"name", "partitions", "replication_factor", "configs"}, {"name"})
+        name = v.string(t["name"], f"{p}.name")
+        if name in seen:
+            v.fail(f"{p}.name", "a topic name not used twice", name)
+        seen.add(name)
+        rf = t.get("replication_factor")
+        topics.append(m.TopicDef(
+            name=name,
+            partitions=v.integer(t.get("partitions", 1), f"{p}.partitions", 1),
+            replication_factor=None if rf is None else v.integer(rf, f"{p}.replication_factor", 1),
+            configs=v.config_map(t.get("configs") or {}, f"{p}.configs"),
+        ))
+    configs = v.config_map(raw.get("broker_configs") or {}, "topology.broker_configs")
+    for k in configs:
+        if k.startswith("kconform.fault"):
+            v.fail(f"topology.broker_configs.{k}",
+                   "no fault-point config: describe faults as `fault:` steps (the runner arms them)")
+    return m.TopologyDef(nodes=nodes, topics=tuple(topics), broker_configs=configs)
+
+
+def _actors(v: _V, raw: Any, topics: set[str]) -> dict[str, m.ActorDef]:
+    raw = v.mapping(raw or {}, "actors")
+    out = {}
+    from conformance.clients.registry import CLIENTS
+
+    for name, a in raw.items():
+        p = f"actors.{name}"
+        if name in ("raw",):
+            v.fail(p, "an actor name other than 'raw' (reserved for the raw-socket actor)", name)
+        a = v.mapping(a, p, {"role", "client", "config", "inputs", "assign"}, {"role"})
+        role = v.string(a["role"], f"{p}.role", m.ACTOR_ROLES)
+        client = a.get("client")
+        if client is not None:
+            v.string(client, f"{p}.client", list(CLIENTS))
+        inputs = v.strings(a.get("inputs") or [], f"{p}.inputs")
+        for i, t in enumerate(inputs):
+            if t not in topics:
+                v.fail(f"{p}.inputs[{i}]", f"a topic of topology.topics {sorted(topics)}", t)
+        if inputs and role != "copier" and role != "consumer":
+            v.fail(f"{p}.inputs", "inputs only on consumer or copier actors")
+        out[name] = m.ActorDef(
+            name=name, role=role, client=client,
+            config=v.config_map(a.get("config") or {}, f"{p}.config"),
+            inputs=inputs, assign=v.boolean(a.get("assign", False), f"{p}.assign"),
+        )
+    return out
+
+
+def _expect(v: _V, raw: Any, path: str) -> m.Expect:
+    if raw is None or raw == "ok":
+        return m.Expect()
+    if raw == "any":
+        return m.Expect(any=True)
+    if raw == "error":
+        return m.Expect(ok=False)
+    if isinstance(raw, str):
+        return m.Expect(ok=False, errors=(v.error_name(raw, path),))
+    if isinstance(raw, list):
+        return m.Expect(ok=False, errors=tuple(v.error_name(x, f"{path}[{i}]") for i, x in enumerate(raw)))
+    raw = v.mapping(raw, path, {"ok", "error", "data", *m.FLAG_NAMES})
+    if raw.get("ok") is True or "data" in raw:
+        if "error" in raw or any(f in raw for f in m.FLAG_NAMES):
+            v.fail(path, "either ok/data or error/flags, not both")
+        return m.Expect(data=dict(v.mapping(raw.get("data") or {}, f"{path}.data")))
+    errors: tuple[str, ...] = ()
+    if "error" in raw:
+        e = raw["error"]
+        if isinstance(e, list):
+            errors = tuple(v.error_name(x, f"{path}.error[{i}]") for i, x in enumerate(e))
+        elif e != "any":
+            errors = (v.error_name(e, f"{path}.error"),)
+    flags = {f: v.boolean(raw[f], f"{path}.{f}") for f in m.FLAG_NAMES if f in raw}
+    return m.Expect(ok=False, errors=errors, flags=flags)
+
+
+def _node_ref(v: _V, raw: dict, role_key: str, path: str, topics: dict[str, int]) -> m.NodeRef:
+    role = raw[role_key]
+    v.string(role, _join(path, role_key), m.ROLES)
+    if role == "node":
+        return m.NodeRef("node", node=v.integer(raw.get("node"), _join(path, "node"), 1))
+    of = raw.get("of")
+    if of is None:
+        v.fail(_join(path, "of"), f"whose {role}: a transactional.id, a group id or topic/partition")
+    of = v.string(of, _join(path, "of"))
+    if role == "leader":
+        topic, _, part = of.rpartition("/")
+        if topic not in topics or not part.isdigit() or int(part) >= topics[topic]:
+            v.fail(_join(path, "of"), f"topic/partition of a topology topic {sorted(topics)}", of)
+    return m.NodeRef(role, of=of)
+
+
+def _fault(v: _V, raw: Any, path: str, topics: dict[str, int]) -> m.FaultDef:
+    raw = v.mapping(raw, path)
+    actions = [k for k in (*m.FAULT_ACTIONS, "proxy") if k in raw]
+    if len(actions) != 1:
+        v.fail(path, f"exactly one of {list(m.FAULT_ACTIONS) + ['proxy']}", sorted(raw))
+    action = actions[0]
+    if action == "proxy":
+        v.mapping(raw, path, {"proxy", "api", "direction", "nth", "delay_ms", "node", "offset", "length"})
+        pa = v.string(raw["proxy"], f"{path}.proxy", m.PROXY_ACTIONS)
+        api = raw.get("api")
+        if isinstance(api, int):
+            api = str(api)
+        elif api not in API_NAMES:
+            v.fail(f"{path}.api", f"a Kafka API name {sorted(API_NAMES)} or an API key number", api)
+        node = None
+        if "node" in raw:
+            node = m.NodeRef("node", node=v.integer(raw["node"], f"{path}.node", 1))
+        rule = m.ProxyRule(
+            action=pa, api=api,
+            direction=v.string(raw.get("direction", "response"), f"{path}.direction", m.PROXY_DIRECTIONS),
+            nth=v.integer(raw.get("nth", 1), f"{path}.nth", 1),
+            delay_ms=v.integer(raw.get("delay_ms", 0), f"{path}.delay_ms", -1),
+            node=node,
+            offset=v.integer(raw.get("offset", 0), f"{path}.offset", 0),
+            length=None if raw.get("length") is None else v.integer(raw["length"], f"{path}.length", 1),
+        )
+        return m.FaultDef(action="proxy", proxy=rule)
+    v.mapping(raw, path, {action, "of", "node", "at", "occurrence"})
+    target = _node_ref(v, raw, action, path, topics)
+    at = raw.get("at")
+    if at is not None:
+        if action not in m.TRIGGERED_ACTIONS:
+            v.fail(f"{path}.at", f"no `at` on {action}: only {list(m.TRIGGERED_ACTIONS)} wait for a protocol point")
+        v.string(at, f"{path}.at", m.PROTOCOL_POINTS)
+        if target.role not in ("coordinator", "node"):
+            v.fail(f"{path}.{action}", "coordinator (or node) for a fault at a transaction protocol point",
+                   target.role)
+    occurrence = v.integer(raw.get("occurrence", 1), f"{path}.occurrence", 1)
+    return m.FaultDef(action=action, target=target, at=at, occurrence=occurrence)
+
+
+STEP_KEYS = {"actor", "op", "expect", "id", "background", "deadline_ms", "note"}
+
+
+def _steps(v: _V, raw: Any, actors: dict[str, m.ActorDef], topics: dict[str, int]) -> tuple[m.Step, ...]:
+    if not isinstance(raw, list) or not raw:
+        v.fail("steps", "a non-empty list of steps", raw)
+    out: list[m.Step] = []
+    ids: set[str] = set()
+    background: set[str] = set()
+    armed = False
+    for i, s in enumerate(raw):
+        p = f"steps[{i}]"
+        # short form `- p1: init_transactions`
+        if isinstance(s, dict) and len(s) == 1:
+            (k, val), = s.items()
+            if k in actors and isinstance(val, str):
+                s = {"actor": k, "op": val}
+        s = v.mapping(s, p)
+        note = s.get("note")
+        if "wait_ms" in s:
+            v.mapping(s, p, {"wait_ms", "note"})
+            out.append(m.Step(i, "wait", wait_ms=v.integer(s["wait_ms"], f"{p}.wait_ms", 0), note=note))
+            continue
+        if "fault" in s:
+            v.mapping(s, p, {"fault", "note"})
+            f = _fault(v, s["fault"], f"{p}.fault", topics)
+            armed = armed or bool(f.at)
+            out.append(m.Step(i, "fault", fault=f, note=note))
+            continue
+        if "wait_fault" in s:
+            v.mapping(s, p, {"wait_fault", "note"})
+            wf = v.mapping(s["wait_fault"] or {}, f"{p}.wait_fault", {"timeout_ms"})
+            if not armed:
+                v.fail(f"{p}.wait_fault", "an earlier `fault:` step with `at:` to wait for")
+            out.append(m.Step(i, "wait_fault", timeout_ms=v.integer(wf.get("timeout_ms", 20_000),
+                                                                   f"{p}.wait_fault.timeout_ms", 1), note=note))
+            continue
+        if "await" in s:
+            v.mapping(s, p, {"await", "expect", "timeout_ms", "note"})
+            ref = v.string(s["await"], f"{p}.await")
+            if ref not in background:
+                v.fail(f"{p}.await", f"the id of an earlier background step {sorted(background)}", ref)
+            background.discard(ref)
+            out.append(m.Step(i, "await", awaits=ref, expect=_expect(v, s.get("expect"), f"{p}.expect"),
+                              timeout_ms=v.integer(s.get("timeout_ms", 60_000), f"{p}.timeout_ms", 1), note=note))
+            continue
+        if "actor" not in s or "op" not in s:
+            v.fail(p, "a step: {actor, op, ...}, {wait_ms}, {fault}, {wait_fault} or {await}", s)
+        actor = v.string(s["actor"], f"{p}.actor")
+        op = v.string(s["op"], f"{p}.op")
+        if actor == "raw":
+            if op not in m.RAW_OPS:
+                v.fail(f"{p}.op", f"a raw-socket op {sorted(m.RAW_OPS)}", op)
+            allowed = m.RAW_OPS[op]
+        else:
+            if actor not in actors:
+                v.fail(f"{p}.actor", f"an actor declared under `actors` {sorted(actors)}", actor)
+            if op not in m.ALL_OPS:
+                v.fail(f"{p}.op", f"an operation {sorted(m.ALL_OPS)}", op)
+            allowed = m.ALL_OPS[op]
+            if op == "transform" and actors[actor].role != "copier":
+                v.fail(f"{p}.op", "transform only on a copier actor", actor)
+        args = {k: x for k, x in s.items() if k not in STEP_KEYS}
+        for k in args:
+            if k not in allowed:
+                v.fail(f"{p}.{k}", f"an argument of {op}: {sorted(allowed) or 'none'}", k)
+        for key in ("topic", "to"):
+            if key in args and args[key] not in topics:
+                v.fail(f"{p}.{key}", f"a topic of topology.topics {sorted(topics)}", args[key])
+        if "crash_after" in args:
+            v.string(args["crash_after"], f"{p}.crash_after", ("poll", "send", "send_offsets"))
+        sid = s.get("id")
+        if sid is not None:
+            sid = v.string(sid, f"{p}.id")
+            if sid in ids:
+                v.fail(f"{p}.id", "a step id not used before", sid)
+            ids.add(sid)
+        bg = v.boolean(s.get("background", False), f"{p}.background")
+        if bg:
+            if sid is None:
+                v.fail(f"{p}.id", "an id on a background step (an `await:` step names it)")
+            background.add(sid)
+        deadline = s.get("deadline_ms")
+        out.append(m.Step(
+            i, "op", actor=actor, op=op, args=args, expect=_expect(v, s.get("expect"), f"{p}.expect"),
+            id=sid, background=bg, deadline_ms=None if deadline is None else v.integer(deadline, f"{p}.deadline_ms", 1),
+            note=note,
+        ))
+    if background:
+        v.fail("steps", f"an `await:` step for every background step; never awaited: {sorted(background)}")
+    return tuple(out)
+
+
+def _checks(v: _V, raw: Any, topics: dict[str, int], step_ids: set[str]) -> tuple[m.CheckDef, ...]:
+    out = []
+    for i, c in enumerate(raw or []):
+        p = f"checks[{i}]"
+        c = v.mapping(c, p, required={"check"})
+        kind = v.string(c["check"], f"{p}.check", list(CHECKS))
+        required, optional = CHECKS[kind]
+        params = {k: x for k, x in c.items() if k != "check"}
+        v.mapping(params, p, required | optional | {"check"}, required)
+        if "isolation" in params:
+            v.string(params["isolation"], f"{p}.isolation", ISOLATION)
+        for key in ("topic", "from", "to"):
+            if key in params and params[key] not in topics:
+                v.fail(f"{p}.{key}", f"a topic of topology.topics {sorted(topics)}", params[key])
+        if "topics" in params:
+            for j, t in enumerate(v.strings(params["topics"], f"{p}.topics")):
+                if t not in topics:
+                    v.fail(f"{p}.topics[{j}]", f"a topic of topology.topics {sorted(topics)}", t)
+        if "partition" in params:
+            v.integer(params["partition"], f"{p}.partition", 0)
+        if kind == "records" and not {"values", "keys", "count"} & set(params):
+            v.fail(p, "at least one of values, keys, count")
+        for key in ("values", "keys"):
+            if key in params and not isinstance(params[key], list):
+                v.fail(f"{p}.{key}", "a list", params[key])
+        for key in ("count", "high_watermark", "last_stable", "open"):
+            if key in params:
+                v.integer(params[key], f"{p}.{key}", 0)
+        if kind == "step":
+            if params["step"] not in step_ids:
+                v.fail(f"{p}.step", f"a step id {sorted(step_ids)}", params["step"])
+            params["expect"] = _expect(v, params.get("expect"), f"{p}.expect")
+        name = params.pop("name", None) or _check_name(kind, params)
+        out.append(m.CheckDef(kind=kind, params=params, name=str(name)))
+    return tuple(out)
+
+
+def _check_name(kind: str, params: dict) -> str:
+    bits = [f"{k}={params[k]}" for k in ("isolation", "topic", "topics", "from", "to", "partition", "group",
+                                           "step") if k in params]
+    return f"{kind}({', '.join(bits)})"
+
+
+def _observe(v: _V, raw: Any, topics: dict[str, int], groups: set[str]) -> m.ObserveDef:
+    if raw is None:
+        return m.ObserveDef(groups=tuple(sorted(groups)))
+    raw = v.mapping(raw, "observe", {"topics", "isolation", "groups", "timeout_ms"})
+    ts = None
+    if "topics" in raw:
+        ts = v.strings(raw["topics"], "observe.topics")
+        for j, t in enumerate(ts):
+            if t not in topics:
+                v.fail(f"observe.topics[{j}]", f"a topic of topology.topics {sorted(topics)}", t)
+    iso = tuple(v.string(x, f"observe.isolation[{j}]", ISOLATION)
+                for j, x in enumerate(raw.get("isolation", list(ISOLATION))))
+    gs = v.strings(raw["groups"], "observe.groups") if "groups" in raw else tuple(sorted(groups))
+    return m.ObserveDef(topics=ts, isolation=iso, groups=gs,
+                        timeout_ms=v.integer(raw.get("timeout_ms", 10_000), "observe.timeout_ms", 1))
+
+
+TOP_KEYS = {"id", "title", "tags", "scenario", "description", "topology", "actors", "steps", "checks",
+            "observe", "requires", "known_differences"}
+
+
+def parse_case(data: Any, file: str, case_id: str) -> m.Case:
+    """Validate one parsed YAML document; `file` is used in error messages."""
+    v = _V(file)
+    data = v.mapping(data, "", TOP_KEYS, {"title", "steps"})
+    cid = v.string(data.get("id", case_id), "id")
+    if cid != case_id:
+        v.fail("id", f"the file's path under cases/ without .yaml ({case_id!r}), or no id at all", cid)
+    topology = _topology(v, data.get("topology"))
+    topics = {t.name: t.partitions for t in topology.topics}
+    actors = _actors(v, data.get("actors"), set(topics))
+    steps = _steps(v, data["steps"], actors, topics)
+    step_ids = {s.id for s in steps if s.id}
+    groups = {a.config["group.id"] for a in actors.values() if "group.id" in a.config}
+    checks = _checks(v, data.get("checks"), topics, step_ids)
+    from conformance.targets.base import CAPABILITIES
+
+    requires = v.strings(data.get("requires") or [], "requires")
+    for j, r in enumerate(requires):
+        if r not in CAPABILITIES:
+            v.fail(f"requires[{j}]", f"a target capability {sorted(CAPABILITIES)}", r)
+    from conformance.targets import TARGETS
+
+    kd = v.mapping(data.get("known_differences") or {}, "known_differences", list(TARGETS))
+    for k, x in kd.items():
+        v.string(x, f"known_differences.{k}")
+    return m.Case(
+        id=cid,
+        title=v.string(data["title"], "title"),
+        path=file,
+        tags=v.strings(data.get("tags") or [], "tags"),
+        scenario=v.strings(data.get("scenario") or [], "scenario"),
+        description=str(data.get("description") or ""),
+        topology=topology,
+        actors=actors,
+        steps=steps,
+        checks=checks,
+        observe=_observe(v, data.get("observe"), topics, groups),
+        requires=requires,
+        known_differences=dict(kd),
+    )
+
+
+def case_id_for(path: Path, root: Path) -> str:
+    try:
+        rel = path.resolve().relative_to(root.resolve())
+    except ValueError:
+        rel = Path(path.name)
+    return str(rel.with_suffix("")).replace("\\", "/")
+
+
+def load_case(path: str | Path, root: str | Path | None = None) -> m.Case:
+    path = Path(path)
+    root = Path(root) if root else CASES_ROOT
+    shown = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CaseError(shown, "", "a readable file", str(exc)) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else ""
+        raise CaseError(shown, where, "valid YAML", str(getattr(exc, "problem", exc))) from None
+    return parse_case(data, shown, case_id_for(path, root))
+
+
+def discover(root: str | Path | None = None) -> list[Path]:
+    root = Path(root) if root else CASES_ROOT
+    return sorted(p for p in root.rglob("*.yaml") if p.is_file())
+
+
+def load_cases(patterns: Iterable[str] = (), root: str | Path | None = None) -> list[m.Case]:
+    """Every case under `root` whose id matches one of the glob `patterns` (all when none).
+
+    A pattern matches the case id (`txn/basic_*`) or, when it names a file, that file.
+    Raises CaseError for the first invalid file; `validate_all` collects every error.
+    """
+    root = Path(root) if root else CASES_ROOT
+    patterns = list(patterns)
+    out = []
+    files = discover(root)
+    for pat in patterns:
+        p = Path(pat)
+        if p.suffix == ".yaml" and p.is_file() and p.resolve() not in {f.resolve() for f in files}:
+            files.append(p)
+    for f in files:
+        cid = case_id_for(f, root)
+        if patterns and not any(fnmatch.fnmatch(cid, pat) or fnmatch.fnmatch(str(f), pat)
+                                or Path(pat).resolve() == f.resolve() for pat in patterns):
+            continue
+        out.append(load_case(f, root))
+    return out
+
+
+def validate_all(root: str | Path | None = None) -> list[CaseError]:
+    errors = []
+    for f in discover(root):
+        try:
+            load_case(f, root)
+        except CaseError as exc:
+            errors.append(exc)
+    return errors

@@ -1,0 +1,273 @@
+"""The in-memory form of a conformance case, after validation.
+
+Why plain dataclasses: the runner, the pytest plugin and the reports read the same objects, and a
+case that loaded is known to be well-formed, so nothing downstream re-checks types. The YAML form
+(documented in cases/README.md) maps one to one onto these classes; `loader.py` does the mapping
+and says FILE, FIELD path and WHAT WAS EXPECTED when a file is wrong.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Node roles a fault can name. The runner asks the target who holds the role *now*.
+ROLES = ("coordinator", "group_coordinator", "leader", "node")
+#: What a fault does to the node.
+FAULT_ACTIONS = ("crash", "pause", "resume", "restart", "stop")
+#: Actions that may wait for a protocol point (`at:`); the others happen right away.
+TRIGGERED_ACTIONS = ("crash", "pause")
+#: Protocol points a fault may wait for; the embedded broker implements each as a named fault
+#: point (broker_impl/faults), other targets only where a proxy rule is exact (none yet).
+PROTOCOL_POINTS = (
+    "before_prepare_append",
+    "after_prepare_durable",
+    "after_some_markers",
+    "after_all_markers",
+    "after_complete",
+    "before_end_txn_response",
+)
+#: Proxy rule actions and directions (conformance/proxy).
+PROXY_ACTIONS = ("hold", "drop", "delay", "sever", "corrupt")
+PROXY_DIRECTIONS = ("request", "response")
+
+ACTOR_ROLES = ("producer", "consumer", "copier", "admin")
+
+#: Client operations a step may name, with the arguments each accepts (the driver protocol's
+#: ops, conformance/clients/protocol.py, minus hello/create_*: actors are created by the runner).
+CLIENT_OPS: dict[str, frozenset[str]] = {
+    "init_transactions": frozenset(),
+    "begin_transaction": frozenset(),
+    "send": frozenset({"topic", "partition", "key", "value", "headers", "timestamp_ms", "wait"}),
+    "flush": frozenset(),
+    "send_offsets_to_transaction": frozenset({"offsets", "group_id"}),
+    "commit_transaction": frozenset(),
+    "abort_transaction": frozenset(),
+    "subscribe": frozenset({"topics"}),
+    "assign": frozenset({"partitions"}),
+    "poll": frozenset({"max_records", "timeout_ms"}),
+    "commit": frozenset({"offsets"}),
+    "committed": frozenset({"partitions"}),
+    "position": frozenset({"partitions"}),
+    "close": frozenset({"which", "timeout_ms"}),
+    "describe_transactions": frozenset({"ids"}),
+    "list_offsets": frozenset({"partitions", "isolation_level", "spec", "timestamp_ms"}),
+}
+#: Operations the runner performs itself with an actor's process.
+RUNNER_OPS: dict[str, frozenset[str]] = {
+    # SIGKILL the actor's driver: an application crash. The next step naming the actor starts
+    # a new process with the same config (same transactional.id: the restarted application).
+    "crash": frozenset(),
+    # Close the actor's process cleanly; the next step naming the actor starts a new one.
+    # (A zombie is simply a second actor with the same transactional.id.)
+    "restart": frozenset(),
+    # Consume-transform-produce, one transaction (copier actors): poll up to max_records from
+    # the subscribed/assigned input, begin, send each record to `to` (same key and value),
+    # send the consumed offsets to the transaction, commit -- or stop after `crash_after`
+    # (`poll`, `send`, `send_offsets`) and SIGKILL the process, or `abort` instead of commit
+    # (then the process is restarted, so it resumes from the group's committed offsets).
+    "transform": frozenset({"to", "max_records", "timeout_ms", "crash_after", "abort"}),
+    # Send `count` records (values value_prefix+i), each awaited: a compact form of many sends.
+    "send_many": frozenset({"topic", "partition", "count", "key", "value_prefix", "start"}),
+    # Poll until `count` records arrived or timeout_ms; the records go into the step's outcome.
+    "poll_until": frozenset({"count", "timeout_ms"}),
+}
+ALL_OPS = {**CLIENT_OPS, **RUNNER_OPS}
+#: Ops that run in a raw-socket actor (no client library): bad frames.
+RAW_OPS: dict[str, frozenset[str]] = {
+    # Send bytes (hex) as-is to the node, read one response frame or see the connection close.
+    "send_frame": frozenset({"hex", "api_key", "api_version", "correlation_id", "body_hex", "size_delta"}),
+}
+
+#: Error expectations a step may state besides names.
+FLAG_NAMES = ("retriable", "abortable", "fatal", "fenced")
+
+
+@dataclass(frozen=True)
+class TopicDef:
+    name: str
+    partitions: int = 1
+    replication_factor: int | None = None
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TopologyDef:
+    nodes: int = 1
+    topics: tuple[TopicDef, ...] = ()
+    broker_configs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ActorDef:
+    name: str
+    role: str
+    #: None: the client of the run (each installed client in turn); else pinned to one client.
+    client: str | None = None
+    config: dict[str, str] = field(default_factory=dict)
+    #: copier: input topics to subscribe to (or assign, with `assign: true`).
+    inputs: tuple[str, ...] = ()
+    assign: bool = False
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What a step must return. `ok` True: success; False: an error whose name is one of `errors`
+    (empty: any error) and whose client classification matches `flags`. `any`: record only."""
+
+    any: bool = False
+    ok: bool = True
+    errors: tuple[str, ...] = ()
+    flags: dict[str, bool] = field(default_factory=dict)
+    #: ok steps only: data the op must return (e.g. {"count": 3} for poll_until, "records": n).
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        if self.any:
+            return "any outcome"
+        if self.ok:
+            return "ok" + (f" with {self.data}" if self.data else "")
+        what = " or ".join(self.errors) if self.errors else "an error"
+        flags = ", ".join(f"{k}={v}" for k, v in self.flags.items())
+        return what + (f" ({flags})" if flags else "")
+
+
+@dataclass(frozen=True)
+class NodeRef:
+    """A node by role: the coordinator of a transactional.id, the leader of topic/partition,
+    the group coordinator of a group, or a node id."""
+
+    role: str
+    of: str | None = None  # txn id, group id, or "topic/partition"
+    node: int | None = None  # role == "node"
+
+    def describe(self) -> str:
+        if self.role == "node":
+            return f"node {self.node}"
+        return f"{self.role} of {self.of}"
+
+
+@dataclass(frozen=True)
+class ProxyRule:
+    action: str
+    api: str  # Kafka API name (Produce, EndTxn, ...) or a numeric key as text
+    direction: str = "response"
+    nth: int = 1
+    delay_ms: int = 0  # delay / hold duration (-1 for hold until released)
+    node: NodeRef | None = None
+    offset: int = 0  # corrupt: first byte after the size prefix to change
+    length: int | None = None  # corrupt: how many bytes (None: to the end)
+
+
+@dataclass(frozen=True)
+class FaultDef:
+    """One fault, in target-neutral words. Either a node action (crash/pause/... on `target`,
+    right away or `at` a protocol point) or a proxy rule."""
+
+    action: str  # one of FAULT_ACTIONS, or "proxy"
+    target: NodeRef | None = None
+    at: str | None = None
+    occurrence: int = 1
+    proxy: ProxyRule | None = None
+
+    def describe(self) -> str:
+        if self.proxy is not None:
+            p = self.proxy
+            return f"proxy {p.action} {p.direction} #{p.nth} of {p.api}"
+        where = f" at {self.at}" + (f" (#{self.occurrence})" if self.occurrence != 1 else "") if self.at else ""
+        return f"{self.action} {self.target.describe()}{where}"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One line of `steps`. Exactly one of: an actor op, a wait, a fault, an await."""
+
+    index: int
+    kind: str  # "op", "wait", "fault", "await", "wait_fault"
+    actor: str | None = None
+    op: str | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+    expect: Expect = field(default_factory=Expect)
+    id: str | None = None
+    background: bool = False
+    deadline_ms: int | None = None
+    wait_ms: int = 0
+    fault: FaultDef | None = None
+    awaits: str | None = None
+    timeout_ms: int | None = None
+    note: str | None = None
+
+    def describe(self) -> str:
+        if self.kind == "op":
+            return f"{self.actor}.{self.op}"
+        if self.kind == "wait":
+            return f"wait {self.wait_ms} ms"
+        if self.kind == "fault":
+            return f"fault: {self.fault.describe()}"
+        if self.kind == "wait_fault":
+            return "wait for the armed fault to fire"
+        return f"await {self.awaits}"
+
+
+@dataclass(frozen=True)
+class CheckDef:
+    kind: str
+    params: dict[str, Any]
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class ObserveDef:
+    """What the runner reads at the end of the case (the `reads` of the outcome)."""
+
+    topics: tuple[str, ...] | None = None  # None: every topic of the topology
+    isolation: tuple[str, ...] = ("read_committed", "read_uncommitted")
+    groups: tuple[str, ...] = ()  # committed offsets to read for these groups
+    timeout_ms: int = 10_000
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    title: str
+    path: str
+    tags: tuple[str, ...] = ()
+    scenario: tuple[str, ...] = ()
+    description: str = ""
+    topology: TopologyDef = field(default_factory=TopologyDef)
+    actors: dict[str, ActorDef] = field(default_factory=dict)
+    steps: tuple[Step, ...] = ()
+    checks: tuple[CheckDef, ...] = ()
+    observe: ObserveDef = field(default_factory=ObserveDef)
+    requires: tuple[str, ...] = ()
+    #: target name -> known difference the case documents (shown in the result, not a pass).
+    known_differences: dict[str, str] = field(default_factory=dict)
+
+    # --------------------------------------------------------------- derived needs
+    def faults(self) -> list[FaultDef]:
+        return [s.fault for s in self.steps if s.kind == "fault"]
+
+    def needs_proxy(self) -> bool:
+        return any(f.proxy is not None for f in self.faults())
+
+    def protocol_points(self) -> list[FaultDef]:
+        return [f for f in self.faults() if f.at]
+
+    def needed_capabilities(self) -> set[str]:
+        """Target capabilities (targets/base.CAPABILITIES) the case cannot run without."""
+        caps = set(self.requires)
+        for f in self.faults():
+            if f.proxy is not None:
+                continue
+            if f.at:
+                caps.add("fault_points")
+            caps.add({"crash": "kill", "pause": "pause", "resume": "pause", "restart": "restart",
+                      "stop": "stop_node"}[f.action])
+        if self.topology.nodes > 1:
+            caps.add("multi_node")
+        return caps
+
+    def pinned_clients(self) -> set[str]:
+        return {a.client for a in self.actors.values() if a.client}

@@ -1,0 +1,207 @@
+"""pytest plugin: the conformance cases as parametrised tests.
+
+    pytest --kconform-target embedded --kconform-client confluent [--kconform-case 'txn/*']
+           [--kconform-results DIR]
+
+Each case x target x client is one test with the id `case[target-client]`
+(`txn/basic_commit[embedded-confluent]`): pass when every check holds, fail with the failed
+checks and the diff against the reference target, skip when not applicable (with the reason).
+With allure-pytest active, every case step becomes an allure step, and the outcome, the diff
+and the proxy transcript are attached.
+
+Registered as the `kconform` pytest11 entry point, so it is loaded in every pytest session of
+an environment where kconform is installed: it does NOTHING unless a `--kconform-*` option is
+given (no collection, no targets started). When active, the session runs only the conformance
+tests (other collected tests are deselected) unless --kconform-keep-tests is given.
+"""
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+
+OPTIONS = ("kconform_target", "kconform_client", "kconform_case", "kconform_tag")
+_STATE_KEY = pytest.StashKey[dict]() if hasattr(pytest, "StashKey") else None
+
+
+def pytest_addoption(parser) -> None:
+    g = parser.getgroup("kconform", "Kafka conformance cases (kconform)")
+    g.addoption("--kconform-target", action="append", default=None, metavar="NAME",
+                help="run the conformance cases on this target (repeatable; activates the plugin)")
+    g.addoption("--kconform-client", action="append", default=None, metavar="NAME",
+                help="client to drive (repeatable; default every installed client)")
+    g.addoption("--kconform-case", action="append", default=None, metavar="GLOB", help="case id glob (repeatable)")
+    g.addoption("--kconform-tag", action="append", default=None, metavar="TAG", help="only cases with this tag")
+    g.addoption("--kconform-results", default=None, metavar="DIR",
+                help="where results.jsonl and artifacts go (default: a temporary directory)")
+    g.addoption("--kconform-fresh", action="store_true", default=False, help="fresh target per case run")
+    g.addoption("--kconform-keep-tests", action="store_true", default=False,
+                help="keep the session's other tests next to the conformance tests")
+
+
+def _active(config) -> bool:
+    return any(config.getoption(o, default=None) for o in OPTIONS)
+
+
+class KconformItem(pytest.Item):
+    def __init__(self, *, case, target: str, client: str, **kw) -> None:
+        super().__init__(**kw)
+        self.case = case
+        self.target_name = target
+        self.client = client
+        for tag in case.tags:
+            safe = tag.replace("-", "_")
+            self.add_marker(getattr(pytest.mark, f"kconform_{safe}"))
+
+    def runtest(self) -> None:
+        from conformance.runner.runner import run_one
+
+        state = self.config.stash[_STATE_KEY]
+        slot = state["slots"][self.target_name]
+        row = run_one(self.case, slot, self.client, state["ctx"], state["fresh"])
+        with open(state["results"], "a", encoding="utf-8") as out:
+            out.write(json.dumps(row, default=str) + "\n")
+        self.user_properties.append(("kconform_verdict", row["verdict"]))
+        _allure_report(row, state["dir"])
+        if row["verdict"] == "not_applicable":
+            pytest.skip(f"not applicable: {row['reason']}")
+        if row["verdict"] == "error":
+            raise KconformError(f"{self.case.id} on {self.target_name} with {self.client}: {row['reason']}")
+        if row["verdict"] == "fail":
+            raise KconformFailure(row)
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, KconformFailure):
+            return excinfo.value.describe()
+        return super().repr_failure(excinfo, style)
+
+    def reportinfo(self):
+        return Path(self.case.path), None, f"{self.case.id}[{self.target_name}-{self.client}]"
+
+
+class KconformFailure(Exception):
+    def __init__(self, row: dict) -> None:
+        super().__init__(row["case"])
+        self.row = row
+
+    def describe(self) -> str:
+        from conformance.compare import render
+
+        r = self.row
+        lines = [f"{r['case']} ({r['case_title']}) failed on {r['target']} with {r['client']}:"]
+        lines += [f"  FAILED {c['name']}: {c['message']}" for c in r["checks"] if not c["passed"]]
+        if r.get("reason"):
+            lines.append(f"  note: {r['reason']}")
+        if r.get("diff"):
+            lines.append(f"differences from {r['reference_target']}:")
+            lines.append(render(r["diff"][:40], r["reference_target"], r["target"]))
+        return "\n".join(lines)
+
+
+class KconformError(Exception):
+    pass
+
+
+class KconformCollector(pytest.Collector):
+    def collect(self):
+        from conformance.runner.runner import REFERENCE_TARGET
+
+        state = self.config.stash[_STATE_KEY]
+        targets = sorted(state["targets"], key=lambda t: t != state["ctx"].reference)
+        for target in targets:
+            for case in state["cases"]:
+                for client in state["clients"]:
+                    yield KconformItem.from_parent(self, name=f"{case.id}[{target}-{client}]", case=case,
+                                                   target=target, client=client)
+
+
+def pytest_configure(config) -> None:
+    if not _active(config):
+        return
+    from conformance.dsl import load_cases
+    from conformance.runner.runner import REFERENCE_TARGET, RowContext, TargetSlot, default_clients, new_run_id
+
+    targets = config.getoption("kconform_target") or ["embedded"]
+    clients = config.getoption("kconform_client") or default_clients()
+    cases = load_cases(config.getoption("kconform_case") or ())
+    tags = config.getoption("kconform_tag")
+    if tags:
+        cases = [c for c in cases if set(c.tags) & set(tags)]
+    results_dir = Path(config.getoption("kconform_results") or tempfile.mkdtemp(prefix="kconform-pytest-"))
+    results_dir.mkdir(parents=True, exist_ok=True)
+    results = results_dir / "results.jsonl"
+    results.write_text("")
+    reference = REFERENCE_TARGET if REFERENCE_TARGET in targets and len(targets) > 1 else None
+    for c in cases:
+        for tag in c.tags:
+            config.addinivalue_line("markers", f"kconform_{tag.replace('-', '_')}: kconform case tag {tag}")
+    config.stash[_STATE_KEY] = {
+        "targets": targets, "clients": clients, "cases": cases, "dir": results_dir, "results": results,
+        "fresh": config.getoption("kconform_fresh"),
+        "ctx": RowContext(new_run_id(), results_dir, reference, {}),
+        "slots": {t: TargetSlot(t, {}, results_dir / "work", "auto") for t in targets},
+    }
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    if not _active(config):
+        return
+    collector = KconformCollector.from_parent(session, name="kconform", nodeid="kconform")
+    ours = list(collector.collect())
+    if not config.getoption("kconform_keep_tests") and items:
+        config.hook.pytest_deselected(items=list(items))
+        items[:] = []
+    items.extend(ours)
+
+
+def pytest_unconfigure(config) -> None:
+    if _STATE_KEY is None or _STATE_KEY not in config.stash:
+        return
+    for slot in config.stash[_STATE_KEY]["slots"].values():
+        try:
+            slot.release()
+        except Exception:  # noqa: BLE001 - ending anyway
+            pass
+
+
+def pytest_report_header(config):
+    if not _active(config) or _STATE_KEY not in config.stash:
+        return None
+    s = config.stash[_STATE_KEY]
+    return (f"kconform: {len(s['cases'])} cases x targets {s['targets']} x clients {s['clients']}; "
+            f"results in {s['dir']}")
+
+
+# ---------------------------------------------------------------------------- allure
+def _allure_report(row: dict, results_dir: Path) -> None:
+    """Steps and attachments for allure-pytest, when it is installed and active."""
+    try:
+        import allure
+        from allure_commons._allure import plugin_manager
+    except ImportError:
+        return
+    if not plugin_manager.list_name_plugin():
+        return  # allure is installed but not reporting (no --alluredir)
+    from conformance.compare import render
+
+    for s in row["outcome"].get("steps", []):
+        label = f"step {s.get('step')}: {s.get('actor') or ''} {s.get('op')}".strip()
+        status = "ok" if s.get("ok") else (s.get("error") or {}).get("name", "error")
+        with allure.step(f"{label} -> {status}"):
+            pass
+    for c in row["checks"]:
+        with allure.step(f"check {c['name']}: {'passed' if c['passed'] else 'FAILED'} - {c['message']}"):
+            pass
+    allure.attach(json.dumps(row["outcome"], indent=1), name="outcome",
+                  attachment_type=allure.attachment_type.JSON)
+    if row.get("diff"):
+        allure.attach(render(row["diff"], row["reference_target"], row["target"]), name="diff",
+                      attachment_type=allure.attachment_type.TEXT)
+    transcript = row.get("artifacts", {}).get("transcript")
+    if transcript and (results_dir / transcript).exists():
+        allure.attach.file(str(results_dir / transcript), name="transcript",
+                           attachment_type=allure.attachment_type.JSON)
+    for key in ("target", "client", "target_version", "client_version"):
+        allure.dynamic.tag(f"{key}:{row[key]}")

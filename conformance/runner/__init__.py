@@ -1,0 +1,11 @@
+"""The conformance runner: replays cases on targets with clients and records what happened.
+
+    from conformance.runner import RunOptions, run
+    rows = run(RunOptions(targets=["embedded"], clients=["confluent"], cases=load_cases(), results_dir=Path("r")))
+
+See runner.py for the isolation choice (fresh targets vs. unique names per case) and
+docs/results-schema.md for the rows.
+"""
+from .runner import REFERENCE_TARGET, RunOptions, TargetSlot, default_clients, new_run_id, run, run_one
+
+__all__ = ["REFERENCE_TARGET", "RunOptions", "TargetSlot", "default_clients", "new_run_id", "run", "run_one"]

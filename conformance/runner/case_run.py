@@ -1,0 +1,273 @@
+"""Replaying one case's steps against a started target with one client.
+
+Why steps are interpreted here and not in the drivers: the drivers know one client op at a time;
+a case also has waits, faults, background ops awaited later, application crashes and the
+consume-transform-produce loop, and those must mean the same with every client. Every step
+leaves a record (what the client saw, normalised by the driver) and, unless it expects `any`,
+a check that the record matches the case's expectation.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from conformance.clients import DriverStartError, Outcome
+from conformance.targets import NotApplicable, Target
+
+from ..dsl.model import Case, Step
+from .actors import Actors
+from .checks import expect_matches
+from .faults import FaultRealiser
+from .namespace import Namespace
+from .raw import send_frame
+
+DEFAULT_DEADLINE_MS = 20_000
+
+
+@dataclass
+class StepRun:
+    records: list[dict] = field(default_factory=list)
+    checks: list[dict] = field(default_factory=list)
+    fault_events: list[dict] = field(default_factory=list)
+
+
+def outcome_record(step: Step, out: Outcome) -> dict:
+    rec: dict[str, Any] = {"step": step.index, "actor": step.actor, "op": step.op, "ok": out.ok,
+                           "elapsed_ms": round(out.elapsed_ms, 1)}
+    if step.id:
+        rec["id"] = step.id
+    if out.ok:
+        rec["data"] = out.data
+    else:
+        rec["error"] = out.error.to_dict() if out.error else {"name": "UNKNOWN"}
+    return rec
+
+
+class CaseRun:
+    def __init__(self, case: Case, target: Target, client: str, bootstrap: str, ns: Namespace,
+                 artifacts: Path, log_offsets: dict[Path, int], proxy=None) -> None:
+        self.case = case
+        self.target = target
+        self.client = client
+        self.bootstrap = bootstrap
+        self.ns = ns
+        self.artifacts = artifacts
+        parts = {t.name: t.partitions for t in case.topology.topics}
+        self.actors = Actors(case.actors, client, bootstrap, ns, artifacts, parts)
+        self.faults = FaultRealiser(target, ns, log_offsets, proxy)
+        self.result = StepRun()
+        self._background: dict[str, tuple[threading.Thread, dict]] = {}
+        self.t0 = time.monotonic()
+
+    # ----------------------------------------------------------------- driving
+    def run_steps(self) -> StepRun:
+        """Run every step in order. NotApplicable propagates (the target cannot do a fault);
+        everything else a step meets is recorded as its outcome."""
+        try:
+            for step in self.case.steps:
+                self._run(step)
+        finally:
+            for ref, (thread, _) in self._background.items():
+                thread.join(timeout=0)  # awaited steps are joined; a leftover means a failed await
+        return self.result
+
+    def _run(self, step: Step) -> None:
+        if step.kind == "wait":
+            time.sleep(step.wait_ms / 1000)
+            return
+        if step.kind == "fault":
+            event = self.faults.apply(step.fault)
+            self._record_event(step, event)
+            return
+        if step.kind == "wait_fault":
+            try:
+                event = self.faults.wait_fired(step.timeout_ms)
+                self._record_event(step, event)
+                self._check(step, {"step": step.index, "op": "wait_fault", "ok": True}, None)
+            except TimeoutError as exc:
+                rec = {"step": step.index, "op": "wait_fault", "ok": False,
+                       "error": {"name": "FAULT_NOT_REACHED", "message": str(exc)}}
+                self.result.records.append(rec)
+                self.result.checks.append({"name": f"step[{step.index}] wait_fault", "passed": False,
+                                           "message": str(exc)})
+            return
+        if step.kind == "await":
+            thread, holder = self._background.pop(step.awaits)
+            thread.join(timeout=step.timeout_ms / 1000)
+            if thread.is_alive():
+                rec = {"step": step.index, "op": "await", "id": step.awaits, "ok": False,
+                       "error": {"name": "DEADLINE_EXCEEDED",
+                                 "message": f"background step {step.awaits} still running after {step.timeout_ms} ms"}}
+            else:
+                rec = dict(holder["record"], awaited_at=step.index)
+            self.result.records.append(rec)
+            self._check(step, rec, f"await {step.awaits}")
+            return
+        # an op
+        if step.background:
+            holder: dict = {}
+
+            def work() -> None:
+                holder["record"] = self._op_record(step)
+
+            thread = threading.Thread(target=work, name=f"step-{step.index}", daemon=True)
+            thread.start()
+            self._background[step.id] = (thread, holder)
+            return
+        rec = self._op_record(step)
+        self.result.records.append(rec)
+        self._check(step, rec, None)
+
+    def _record_event(self, step: Step, event: dict) -> None:
+        event = dict(event, step=step.index, t=round(time.monotonic() - self.t0, 3))
+        self.result.fault_events.append(event)
+        self.result.records.append({"step": step.index, "op": "fault", "ok": True, "data": event})
+
+    def _check(self, step: Step, rec: dict, label: str | None) -> None:
+        if step.expect.any:
+            return
+        passed, message = expect_matches(step.expect, rec)
+        what = label or f"{step.actor}.{step.op}"
+        self.result.checks.append({
+            "name": f"step[{step.index}] {what}: {step.expect.describe()}",
+            "passed": passed, "message": message,
+        })
+
+    def _op_record(self, step: Step) -> dict:
+        try:
+            out = self._op(step)
+        except DriverStartError as exc:
+            out = Outcome.failure(step.op, "DRIVER_ERROR", f"driver did not start: {exc}")
+        rec = outcome_record(step, out)
+        rec["t"] = round(time.monotonic() - self.t0, 3)
+        return rec
+
+    # ----------------------------------------------------------------- ops
+    def _op(self, step: Step) -> Outcome:
+        deadline = step.deadline_ms or DEFAULT_DEADLINE_MS
+        if step.actor == "raw":
+            live = self.target.live_addresses()
+            if not live:
+                return Outcome.failure(step.op, "NETWORK_EXCEPTION", "every node is down")
+            return send_frame(live[0][1], step.args)
+        if step.op == "crash":
+            self.actors.crash(step.actor)
+            return Outcome(op="crash", ok=True)
+        if step.op == "restart":
+            self.actors.restart(step.actor)
+            return Outcome(op="restart", ok=True)
+        proc, failed = self.actors.process(step.actor)
+        if failed is not None:
+            return failed
+        args = self.ns.args(step.args)
+        live = self.actors.live[step.actor]
+        if step.op == "transform":
+            if not live.inited and "transactional.id" in live.definition.config:
+                out = proc.call("init_transactions", deadline)
+                if not out.ok:
+                    return Outcome(op="transform", ok=False, error=out.error, data={"stage": "init_transactions"},
+                                   elapsed_ms=out.elapsed_ms)
+                live.inited = True
+            return self._transform(step, proc, args, deadline)
+        if step.op == "send_many":
+            return self._send_many(proc, args, deadline)
+        if step.op == "poll_until":
+            return self._poll_until(proc, args)
+        out = proc.call(step.op, deadline, **args)
+        if step.op == "init_transactions" and out.ok:
+            live.inited = True
+        return out
+
+    def _send_many(self, proc, args: dict, deadline: int) -> Outcome:
+        t0 = time.monotonic()
+        offsets = []
+        start = int(args.get("start", 0))
+        for i in range(start, start + int(args["count"])):
+            send = {"topic": args["topic"], "key": args.get("key"), "value": f"{args.get('value_prefix', 'v')}{i}"}
+            if args.get("partition") is not None:
+                send["partition"] = args["partition"]
+            out = proc.call("send", deadline, **send)
+            if not out.ok:
+                return Outcome(op="send_many", ok=False, error=out.error, elapsed_ms=(time.monotonic() - t0) * 1000,
+                               data={"sent": len(offsets)})
+            offsets.append(out.data.get("offset"))
+        return Outcome(op="send_many", ok=True, data={"count": len(offsets), "offsets": offsets},
+                       elapsed_ms=(time.monotonic() - t0) * 1000)
+
+    def _poll_until(self, proc, args: dict) -> Outcome:
+        t0 = time.monotonic()
+        want = int(args.get("count", 1))
+        end = t0 + int(args.get("timeout_ms", 10_000)) / 1000
+        records: list[dict] = []
+        while len(records) < want and time.monotonic() < end:
+            left_ms = max(50, int((end - time.monotonic()) * 1000))
+            out = proc.call("poll", left_ms + 10_000, max_records=want - len(records), timeout_ms=min(left_ms, 1000))
+            if not out.ok:
+                return Outcome(op="poll_until", ok=False, error=out.error, data={"records": records},
+                               elapsed_ms=(time.monotonic() - t0) * 1000)
+            records += out.data.get("records", [])
+        slim = [{k: r.get(k) for k in ("topic", "partition", "offset", "key", "value")} for r in records]
+        return Outcome(op="poll_until", ok=True, data={"records": slim, "count": len(slim)},
+                       elapsed_ms=(time.monotonic() - t0) * 1000)
+
+    def _transform(self, step: Step, proc, args: dict, deadline: int) -> Outcome:
+        """One consume-transform-produce transaction (see model.RUNNER_OPS['transform'])."""
+        t0 = time.monotonic()
+        crash_after = args.get("crash_after")
+        data: dict[str, Any] = {"consumed": 0, "produced": 0}
+
+        def done(ok: bool, error=None, **extra) -> Outcome:
+            data.update(extra)
+            return Outcome(op="transform", ok=ok, error=error, data=data, elapsed_ms=(time.monotonic() - t0) * 1000)
+
+        out = proc.call("poll", deadline, max_records=int(args.get("max_records", 10)),
+                        timeout_ms=int(args.get("timeout_ms", 3000)))
+        if not out.ok:
+            return done(False, out.error, stage="poll")
+        records = out.data.get("records", [])
+        data["consumed"] = len(records)
+        data["input"] = [{"partition": r["partition"], "offset": r["offset"]} for r in records]
+        if crash_after == "poll":
+            self.actors.crash(step.actor)
+            return done(True, crashed_after="poll")
+        if not records:
+            return done(True)
+        for op, kw in (("begin_transaction", {}),):
+            out = proc.call(op, deadline, **kw)
+            if not out.ok:
+                return done(False, out.error, stage=op)
+        for r in records:
+            out = proc.call("send", deadline, topic=args["to"], key=r.get("key"), value=r.get("value"), wait=False)
+            if not out.ok:
+                return done(False, out.error, stage="send")
+            data["produced"] += 1
+        out = proc.call("flush", deadline)
+        if not out.ok:
+            return done(False, out.error, stage="flush")
+        if crash_after == "send":
+            self.actors.crash(step.actor)
+            return done(True, crashed_after="send")
+        next_offsets: dict[tuple[str, int], int] = {}
+        for r in records:
+            key = (r["topic"], r["partition"])
+            next_offsets[key] = max(next_offsets.get(key, 0), r["offset"] + 1)
+        offsets = [{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(next_offsets.items())]
+        out = proc.call("send_offsets_to_transaction", deadline, offsets=offsets)
+        if not out.ok:
+            return done(False, out.error, stage="send_offsets_to_transaction")
+        if crash_after == "send_offsets":
+            self.actors.crash(step.actor)
+            return done(True, crashed_after="send_offsets")
+        end_op = "abort_transaction" if args.get("abort") else "commit_transaction"
+        out = proc.call(end_op, deadline)
+        if not out.ok:
+            return done(False, out.error, stage=end_op)
+        if args.get("abort"):
+            self.actors.restart(step.actor)  # rewind: the next process starts at the committed offsets
+        return done(True)
+
+    def close(self) -> None:
+        self.actors.close_all()

@@ -1,0 +1,85 @@
+"""`kconform run`: the conformance run from the command line.
+
+    kconform run [--target NAME ...] [--client NAME ...] [--case GLOB ...] --results DIR
+
+Defaults: the embedded target; every client installed here; every case under cases/. Exit
+status 0 when every row passed or was not applicable, 1 when a check failed or a run errored,
+2 when the cases or options are invalid.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def add_run_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("run", help="run the conformance cases on targets with clients",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--target", action="append", dest="targets", metavar="NAME",
+                   help="target to run on (repeatable; default: embedded). `kconform targets` lists them")
+    p.add_argument("--client", action="append", dest="clients", metavar="NAME",
+                   help="client to drive (repeatable; default: every installed client)")
+    p.add_argument("--case", action="append", dest="cases", metavar="GLOB",
+                   help="case id glob such as 'txn/*' or a case file (repeatable; default: all)")
+    p.add_argument("--tag", action="append", dest="tags", metavar="TAG",
+                   help="only cases with this tag (repeatable: any of them)")
+    p.add_argument("--results", required=True, type=Path, metavar="DIR",
+                   help="directory for results.jsonl, transcripts, logs (emptied first)")
+    p.add_argument("--cases-dir", type=Path, default=None, help="root of the case library (default: cases/)")
+    p.add_argument("--reference", default=None,
+                   help="target the others are diffed against (default: apache-kafka when in the run)")
+    p.add_argument("--fresh", action="store_true",
+                   help="start every target afresh for every case run (default: reuse Apache Kafka when safe)")
+    p.add_argument("--proxy", choices=("auto", "needed", "off"), default="auto",
+                   help="auto: the proxy fronts every target it can (transcripts for every case); needed: "
+                        "only cases with proxy faults; off: never (those cases become not applicable)")
+    p.add_argument("--kafka-version", default=None, help="Apache Kafka version for the apache-kafka target")
+    p.add_argument("--no-progress", action="store_true", help="plain output instead of a progress bar")
+    p.set_defaults(func=cmd_run)
+    return p
+
+
+def cmd_run(args) -> int:
+    from conformance.dsl import CaseError, load_cases
+    from conformance.clients.registry import CLIENTS
+    from conformance.targets import TARGETS
+
+    from .report import print_summary, progress_callbacks
+    from .runner import RunOptions, default_clients, run
+
+    targets = args.targets or ["embedded"]
+    unknown = [t for t in targets if t not in TARGETS]
+    if unknown:
+        print(f"unknown target(s) {unknown}; known: {sorted(TARGETS)}", file=sys.stderr)
+        return 2
+    clients = args.clients or default_clients()
+    unknown = [c for c in clients if c not in CLIENTS]
+    if unknown:
+        print(f"unknown client(s) {unknown}; known: {sorted(CLIENTS)}", file=sys.stderr)
+        return 2
+    for c in clients:
+        ok, why = CLIENTS[c].availability()
+        if not ok:
+            print(f"client {c} is not available: {why}", file=sys.stderr)
+            return 2
+    try:
+        cases = load_cases(args.cases or (), args.cases_dir)
+    except CaseError as exc:
+        print(f"invalid case: {exc}", file=sys.stderr)
+        return 2
+    if args.tags:
+        cases = [c for c in cases if set(c.tags) & set(args.tags)]
+    if not cases:
+        print("no case matches", file=sys.stderr)
+        return 2
+    options = {}
+    if args.kafka_version:
+        options["apache-kafka"] = {"version": args.kafka_version}
+    opts = RunOptions(targets=targets, clients=clients, cases=cases, results_dir=args.results,
+                      reference=args.reference, fresh=args.fresh, proxy=args.proxy, target_options=options)
+    with progress_callbacks(len(targets) * len(cases) * len(clients), plain=args.no_progress) as (on_row, on_start):
+        rows = run(opts, on_row=on_row, on_start=on_start)
+    print_summary(rows, args.results)
+    bad = [r for r in rows if r["verdict"] in ("fail", "error")]
+    return 1 if bad else 0

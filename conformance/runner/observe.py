@@ -1,0 +1,145 @@
+"""The end-of-case observations: what consumers read, where the offsets stand, which group
+offsets are committed.
+
+Why a separate observer process: the case's own actors may be crashed, fenced or mid-
+transaction at the end; the observer is a fresh driver of the run's client, so the reads are
+that client's read_committed / read_uncommitted view of the partitions (a client that filters
+aborted records wrongly shows up here as well as a broker that sends them).
+
+Reading "everything" without waiting a fixed time: the observer first asks ListOffsets for the
+end of each partition (the high watermark for read_uncommitted, the last stable offset for
+read_committed), then polls until its position reaches that end on every partition (control
+records are never delivered, but clients move their position past them), and stops after six
+empty polls in a row otherwise. Everything is bounded by `observe.timeout_ms`.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from conformance.clients import ClientProcess
+
+from ..dsl.model import Case
+from .namespace import Namespace
+
+POLL_MS = 250
+
+
+def observe(case: Case, client: str, bootstrap: str, ns: Namespace, logdir: Path) -> dict[str, Any]:
+    """{"reads": {iso: {"topic-p": [{offset,key,value}]}}, "offsets": {"topic-p": {...}},
+    "group_offsets": {group: {"topic-p": offset|None}}, "observe_errors": [...]} in unique names."""
+    topics = case.observe.topics or tuple(t.name for t in case.topology.topics)
+    parts = {t.name: t.partitions for t in case.topology.topics}
+    tps = [{"topic": ns.name(t), "partition": p} for t in topics for p in range(parts[t])]
+    errors: list[str] = []
+    out: dict[str, Any] = {"reads": {}, "offsets": {}, "group_offsets": {}}
+    if not tps and not case.observe.groups:
+        return out
+    deadline = time.monotonic() + case.observe.timeout_ms / 1000
+    proc = ClientProcess(client, label="observer", stderr_path=logdir / f"observer.{client}.log")
+    try:
+        proc.start()
+        cfg = {"bootstrap.servers": bootstrap}
+        r = proc.call("create_admin", 15_000, config=cfg)
+        if not r.ok:
+            errors.append(f"create_admin: {r.error.name}: {r.error.message}")
+        ends: dict[str, dict[str, int]] = {}
+        for iso, label in (("read_uncommitted", "high_watermark"), ("read_committed", "last_stable")):
+            if not tps:
+                break
+            r = proc.call("list_offsets", 15_000, partitions=tps, isolation_level=iso, spec="latest")
+            if not r.ok:
+                errors.append(f"list_offsets({iso}): {r.error.name}: {r.error.message}")
+                continue
+            for o in r.data.get("offsets", []):
+                key = f"{o['topic']}-{o['partition']}"
+                if o.get("error"):
+                    errors.append(f"list_offsets({iso}) {key}: {o['error']}")
+                    continue
+                ends.setdefault(iso, {})[key] = o["offset"]
+                out["offsets"].setdefault(key, {})[label] = o["offset"]
+        for iso in case.observe.isolation:
+            if not tps:
+                break
+            out["reads"][iso] = _read_all(proc, iso, tps, bootstrap, ends.get(iso, {}), deadline, errors)
+        for group in case.observe.groups:
+            out["group_offsets"][ns.name(group)] = _committed(proc, ns.name(group), tps, bootstrap, errors)
+    finally:
+        proc.kill()
+    if errors:
+        out["observe_errors"] = errors
+    return out
+
+
+def _read_all(proc: ClientProcess, iso: str, tps: list[dict], bootstrap: str, ends: dict[str, int],
+              deadline: float, errors: list[str]) -> dict[str, list[dict]]:
+    reads: dict[str, list[dict]] = {f"{tp['topic']}-{tp['partition']}": [] for tp in tps}
+    r = proc.call("create_consumer", 15_000, config={
+        "bootstrap.servers": bootstrap, "group.id": f"kconform-observer-{iso}", "isolation.level": iso,
+        "enable.auto.commit": "false", "auto.offset.reset": "earliest"})
+    if not r.ok:
+        errors.append(f"create_consumer({iso}): {r.error.name}: {r.error.message}")
+        return reads
+    try:
+        r = proc.call("assign", 15_000, partitions=[dict(tp, offset=0) for tp in tps])
+        if not r.ok:
+            errors.append(f"assign({iso}): {r.error.name}: {r.error.message}")
+            return reads
+        last: dict[str, int] = {}
+        empty = 0
+        while time.monotonic() < deadline:
+            r = proc.call("poll", 10_000, max_records=1000, timeout_ms=POLL_MS)
+            if not r.ok:
+                errors.append(f"poll({iso}): {r.error.name}: {r.error.message}")
+                break
+            records = r.data.get("records", [])
+            for rec in records:
+                key = f"{rec['topic']}-{rec['partition']}"
+                reads.setdefault(key, []).append(
+                    {"offset": rec["offset"], "key": rec.get("key"), "value": rec.get("value")})
+                last[key] = rec["offset"]
+            empty = 0 if records else empty + 1
+            if ends and all(last.get(k, -1) + 1 >= end for k, end in ends.items()):
+                break
+            if ends and _positions_reached(proc, ends):
+                break
+            if empty >= (3 if not ends else 6):
+                break
+    finally:
+        proc.call("close", 10_000, which="consumer")
+    return reads
+
+
+def _positions_reached(proc: ClientProcess, ends: dict[str, int]) -> bool:
+    r = proc.call("position", 10_000)
+    if not r.ok:
+        return False  # cannot tell: the empty-poll bound decides
+    pos = {f"{p['topic']}-{p['partition']}": p.get("offset") for p in r.data.get("positions", [])}
+    for key, end in ends.items():
+        p = pos.get(key)
+        if p is None or p < 0:
+            # no position yet: nothing was fetched -- only fine for an empty partition
+            if end > 0:
+                return False
+            continue
+        if p < end:
+            return False
+    return True
+
+
+def _committed(proc: ClientProcess, group: str, tps: list[dict], bootstrap: str, errors: list[str]) -> dict:
+    r = proc.call("create_consumer", 15_000, config={
+        "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": "false",
+        "isolation.level": "read_committed"})
+    if not r.ok:
+        errors.append(f"create_consumer(group {group}): {r.error.name}")
+        return {}
+    try:
+        r = proc.call("committed", 15_000, partitions=tps)
+        if not r.ok:
+            errors.append(f"committed({group}): {r.error.name}: {r.error.message}")
+            return {}
+        return {f"{o['topic']}-{o['partition']}": o.get("offset") for o in r.data.get("offsets", [])}
+    finally:
+        proc.call("close", 10_000, which="consumer")

@@ -1,0 +1,73 @@
+"""Terminal output of a run: a rich progress bar while it runs, a summary table after.
+
+Only presentation: the results file is the record (docs/results-schema.md).
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections import Counter
+from pathlib import Path
+
+from conformance.compare import render
+
+VERDICT_STYLE = {"pass": "green", "fail": "red", "error": "magenta", "not_applicable": "yellow"}
+
+
+@contextlib.contextmanager
+def progress_callbacks(total: int, plain: bool = False):
+    """(on_row, on_start) callbacks for runner.run, drawing a progress bar."""
+    if plain or not sys.stderr.isatty():
+        def on_row(row, done, total_):
+            print(f"[{done}/{total_}] {row['verdict']:<14} {row['case']} [{row['target']}-{row['client']}] "
+                  f"{row['duration_s']:.1f}s" + (f"  ({row['reason']})" if row.get("reason") else ""),
+                  file=sys.stderr, flush=True)
+
+        yield on_row, None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=False) as progress:
+        task = progress.add_task("starting", total=total)
+
+        def on_start(case, target, client):
+            progress.update(task, description=f"{case} [{target}-{client}]")
+
+        def on_row(row, done, total_):
+            style = VERDICT_STYLE.get(row["verdict"], "white")
+            if row["verdict"] != "pass":
+                why = row.get("reason") or "; ".join(c["name"] + ": " + c["message"]
+                                                     for c in row["checks"] if not c["passed"])[:300]
+                progress.console.print(f"[{style}]{row['verdict']}[/] {row['case']} "
+                                       f"[{row['target']}-{row['client']}] {why}", markup=True,
+                                       highlight=False)
+            progress.update(task, completed=done)
+
+        yield on_row, on_start
+
+
+def print_summary(rows: list[dict], results_dir: Path) -> None:
+    by = Counter((r["target"], r["client"], r["verdict"]) for r in rows)
+    pairs = sorted({(r["target"], r["client"]) for r in rows})
+    try:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title="kconform run")
+        for col in ("target", "client", "pass", "fail", "error", "not_applicable"):
+            table.add_column(col)
+        for t, c in pairs:
+            table.add_row(t, c, *(str(by[(t, c, v)]) for v in ("pass", "fail", "error", "not_applicable")))
+        Console(stderr=True).print(table)
+    except ImportError:
+        for t, c in pairs:
+            print(t, c, {v: by[(t, c, v)] for v in ("pass", "fail", "error", "not_applicable")}, file=sys.stderr)
+    for r in rows:
+        if r.get("diff"):
+            print(f"\n{r['case']} [{r['target']}-{r['client']}] differs from {r['reference_target']}:",
+                  file=sys.stderr)
+            print(render(r["diff"][:30], r["reference_target"], r["target"]), file=sys.stderr)
+    print(f"\nresults: {results_dir / 'results.jsonl'}", file=sys.stderr)
