@@ -11,6 +11,10 @@ import pytest
 ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
+from broker_impl.protocol.messages import API  # noqa: E402
+
+from .rawclient import RawConnection  # noqa: E402
+
 
 def create_topics(bootstrap, *names, partitions=1):
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -115,7 +119,7 @@ def test_timed_out_transaction_is_aborted_and_fenced(broker_factory):
 
 
 @pytest.mark.parametrize("point", ["after_prepare_durable", "after_some_markers", "after_all_markers",
-                                   "after_complete"])
+                                   "after_complete", "before_end_txn_response"])
 def test_crash_at_fault_point_then_restart_commits(broker_factory, point):
     b = broker_factory({"kconform.fault": point})
     create_topics(b.bootstrap, "f", partitions=2)
@@ -136,6 +140,51 @@ def test_crash_at_fault_point_then_restart_commits(broker_factory, point):
     b.start()
     got = consume_all(b.bootstrap, "f", "read_committed", 2, partitions=2)
     assert sorted(got) == [b"x0", b"x1"]
+
+
+def last_stable_offset(bootstrap, topic, partition):
+    """ListOffsets(latest) with read_committed: the partition's LSO."""
+    L = API["ListOffsets"].Request
+    req = L(replica_id=-1, isolation_level=1, topics=[L.ListOffsetsTopic(name=topic, partitions=[
+        L.ListOffsetsTopic.ListOffsetsPartition(partition_index=partition, current_leader_epoch=-1, timestamp=-1)])])
+    with RawConnection(bootstrap) as conn:
+        return conn.request("ListOffsets", 7, req).topics[0].partitions[0].offset
+
+
+def test_crash_before_prepare_then_timeout_aborts(broker_factory):
+    """Killed before PrepareCommit reached the log: after restart the transaction is still Ongoing
+    (nothing was decided), so, its producer gone, the coordinator aborts it at
+    transaction.timeout.ms, as Kafka does (S10 with the client gone)."""
+    b = broker_factory({"kconform.fault": "before_prepare_append",
+                        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"})
+    create_topics(b.bootstrap, "g", partitions=2)
+    p = txn_producer(b.bootstrap, "tx-before-prepare", **{"transaction.timeout.ms": 3000})
+    p.begin_transaction()
+    p.produce("g", value=b"y0", partition=0)
+    p.produce("g", value=b"y1", partition=1)
+    p.flush(10)
+    try:
+        p.commit_transaction(3)
+    except ck.KafkaException:
+        pass
+    deadline = time.monotonic() + 10
+    while b.proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert b.proc.returncode == 86, "broker did not die before Prepare"
+    del p
+    b.sets.pop("kconform.fault")
+    b.start()
+    # the abort marker (one per partition, after the record) moves the LSO to the log end: 2
+    deadline = time.monotonic() + 20
+    lsos = None
+    while time.monotonic() < deadline:
+        lsos = [last_stable_offset(b.bootstrap, "g", i) for i in range(2)]
+        if lsos == [2, 2]:
+            break
+        time.sleep(0.2)
+    assert lsos == [2, 2], f"LSO still held back: {lsos}"
+    assert consume_all(b.bootstrap, "g", "read_committed", 0, timeout=20, partitions=2) == []
+    assert sorted(consume_all(b.bootstrap, "g", "read_uncommitted", 2, partitions=2)) == [b"y0", b"y1"]
 
 
 def test_consume_transform_produce_with_send_offsets(broker):
