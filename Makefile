@@ -30,8 +30,11 @@ run: $(STAMP)
 	echo "analytics summary: results/analytics/summary.txt" && \
 	echo "HTML report: $$(pwd)/results/report/kconform-report.html"
 
+# The test suite (tox env py311), then the Spark analytics tests (tox env analytics: PySpark is
+# an optional extra, so it has its own environment).
 test: $(STAMP)
 	$(VENV)/bin/tox -e py311 -- $(ARGS)
+	$(VENV)/bin/tox -e analytics
 
 bench: $(STAMP)
 	$(PY) bench/throughput.py
