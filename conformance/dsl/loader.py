@@ -194,7 +194,9 @@ def _actors(v: _V, raw: Any, topics: set[str]) -> dict[str, m.ActorDef]:
     return out
 
 
-def _expect(v: _V, raw: Any, path: str) -> m.Expect:
+def _expect(v: _V, raw: Any, path: str, per_client: bool = True) -> m.Expect:
+    if per_client and isinstance(raw, dict) and raw and set(raw) & _client_names():
+        return _per_client_expect(v, raw, path)
     if raw is None or raw == "ok":
         return m.Expect()
     if raw == "any":
@@ -221,6 +223,24 @@ def _expect(v: _V, raw: Any, path: str) -> m.Expect:
     return m.Expect(ok=False, errors=errors, flags=flags)
 
 
+def _client_names() -> set[str]:
+    from conformance.clients.registry import CLIENTS
+
+    return set(CLIENTS)
+
+
+def _per_client_expect(v: _V, raw: dict, path: str) -> m.Expect:
+    """`expect: {confluent: X, java: Y, kafka-python: Z}` (or some of them plus `default: W`):
+    what each real client does against Apache Kafka, where clients differ."""
+    clients = _client_names()
+    v.mapping(raw, path, clients | {"default"})
+    missing = sorted(clients - set(raw))
+    if missing and "default" not in raw:
+        v.fail(path, f"an expectation for every client, or a `default` (missing: {missing})")
+    per = {k: _expect(v, x, _join(path, k), per_client=False) for k, x in raw.items()}
+    return m.Expect(per_client=per)
+
+
 def _node_ref(v: _V, raw: dict, role_key: str, path: str, topics: dict[str, int]) -> m.NodeRef:
     role = raw[role_key]
     v.string(role, _join(path, role_key), m.ROLES)
@@ -244,24 +264,27 @@ def _fault(v: _V, raw: Any, path: str, topics: dict[str, int]) -> m.FaultDef:
         v.fail(path, f"exactly one of {list(m.FAULT_ACTIONS) + ['proxy']}", sorted(raw))
     action = actions[0]
     if action == "proxy":
-        v.mapping(raw, path, {"proxy", "api", "direction", "nth", "delay_ms", "node", "offset", "length"})
+        v.mapping(raw, path, {"proxy", "api", "direction", "nth", "delay_ms", "node", "offset", "length", "error"})
         pa = v.string(raw["proxy"], f"{path}.proxy", m.PROXY_ACTIONS)
         api = raw.get("api")
         if isinstance(api, int):
             api = str(api)
         elif api not in API_NAMES:
             v.fail(f"{path}.api", f"a Kafka API name {sorted(API_NAMES)} or an API key number", api)
+        error = _answer_error(v, raw, pa, api, path)
         node = None
         if "node" in raw:
             node = m.NodeRef("node", node=v.integer(raw["node"], f"{path}.node", 1))
         rule = m.ProxyRule(
             action=pa, api=api,
-            direction=v.string(raw.get("direction", "response"), f"{path}.direction", m.PROXY_DIRECTIONS),
+            direction=v.string(raw.get("direction", "request" if pa == "answer" else "response"),
+                               f"{path}.direction", m.PROXY_DIRECTIONS),
             nth=v.integer(raw.get("nth", 1), f"{path}.nth", 1),
             delay_ms=v.integer(raw.get("delay_ms", 0), f"{path}.delay_ms", -1),
             node=node,
             offset=v.integer(raw.get("offset", 0), f"{path}.offset", 0),
             length=None if raw.get("length") is None else v.integer(raw["length"], f"{path}.length", 1),
+            error=error,
         )
         return m.FaultDef(action="proxy", proxy=rule)
     v.mapping(raw, path, {action, "of", "node", "at", "occurrence"})
@@ -276,6 +299,64 @@ def _fault(v: _V, raw: Any, path: str, topics: dict[str, int]) -> m.FaultDef:
                    target.role)
     occurrence = v.integer(raw.get("occurrence", 1), f"{path}.occurrence", 1)
     return m.FaultDef(action=action, target=target, at=at, occurrence=occurrence)
+
+
+def _raw_request(v: _V, s: dict, p: str) -> None:
+    """A raw `request` step: a known API and version, and a body the codec can build (checked
+    now with every "${ref}" as 0, so a misspelt field fails at load time, not mid-run)."""
+    from broker_impl.protocol.messages import API
+
+    from conformance.runner.raw import REF, RequestError, build_request
+
+    api = v.string(s.get("api"), f"{p}.api", sorted(API))
+    version = v.integer(s.get("version"), f"{p}.version", 0)
+    body = v.mapping(s.get("body") or {}, f"{p}.body")
+    if "timeout_ms" in s:
+        v.integer(s["timeout_ms"], f"{p}.timeout_ms", 1)
+    if "retry" in s:
+        if not isinstance(s["retry"], list):
+            v.fail(f"{p}.retry", "a list of Kafka error names (empty: no retry)", s["retry"])
+        for j, name in enumerate(s["retry"]):
+            if name not in KAFKA_ERROR_NAMES:
+                v.fail(f"{p}.retry[{j}]", "a Kafka error name", name)
+
+    def dummy(x: Any) -> Any:
+        if isinstance(x, str) and REF.match(x):
+            return 0
+        if isinstance(x, list):
+            return [dummy(y) for y in x]
+        if isinstance(x, dict):
+            return {k: dummy(y) for k, y in x.items()}
+        return x
+
+    try:
+        build_request(api, version, dummy(body))
+    except (RequestError, TypeError, ValueError, OverflowError) as exc:
+        v.fail(f"{p}.body", f"a {api} v{version} request body ({exc})", body)
+
+
+def _answer_error(v: _V, raw: dict, action: str, api: str, path: str) -> str | None:
+    """`error` of an `answer` rule: a Kafka error name, on a request whose response has a
+    top-level ErrorCode (the proxy can synthesize nothing else)."""
+    if action != "answer":
+        if "error" in raw:
+            v.fail(f"{path}.error", "no error: it is only for `proxy: answer`")
+        return None
+    if "error" not in raw:
+        v.fail(f"{path}.error", "the error the synthesized response carries (a Kafka error name)")
+    error = raw["error"]
+    if not isinstance(error, str) or error not in KAFKA_ERROR_NAMES:
+        v.fail(f"{path}.error", "a Kafka error name such as NOT_COORDINATOR (Kafka's Errors enum)", error)
+    if raw.get("direction", "request") != "request":
+        v.fail(f"{path}.direction", "request: answer replaces the broker's response to a request",
+               raw.get("direction"))
+    key = API_NAMES.get(api, None) if not api.lstrip("-").isdigit() else int(api)
+    from conformance.proxy.answer import answerable_versions
+
+    if not answerable_versions(key):
+        v.fail(f"{path}.api", "an API whose response has a top-level ErrorCode (EndTxn, InitProducerId, "
+                              "AddOffsetsToTxn, FindCoordinator, OffsetFetch, AddPartitionsToTxn v4+)", api)
+    return error
 
 
 STEP_KEYS = {"actor", "op", "expect", "id", "background", "deadline_ms", "note"}
@@ -332,6 +413,8 @@ def _steps(v: _V, raw: Any, actors: dict[str, m.ActorDef], topics: dict[str, int
             if op not in m.RAW_OPS:
                 v.fail(f"{p}.op", f"a raw-socket op {sorted(m.RAW_OPS)}", op)
             allowed = m.RAW_OPS[op]
+            if op == "request":
+                _raw_request(v, s, p)
         else:
             if actor not in actors:
                 v.fail(f"{p}.actor", f"an actor declared under `actors` {sorted(actors)}", actor)
@@ -378,8 +461,12 @@ def _checks(v: _V, raw: Any, topics: dict[str, int], step_ids: set[str]) -> tupl
         c = v.mapping(c, p, required={"check"})
         kind = v.string(c["check"], f"{p}.check", list(CHECKS))
         required, optional = CHECKS[kind]
-        params = {k: x for k, x in c.items() if k != "check"}
+        params = {k: x for k, x in c.items() if k not in ("check", "clients")}
         v.mapping(params, p, required | optional | {"check"}, required)
+        clients = v.strings(c.get("clients") or [], f"{p}.clients")
+        for j, cl in enumerate(clients):
+            if cl not in _client_names():
+                v.fail(f"{p}.clients[{j}]", f"a client name {sorted(_client_names())}", cl)
         if "isolation" in params:
             v.string(params["isolation"], f"{p}.isolation", ISOLATION)
         for key in ("topic", "from", "to"):
@@ -404,7 +491,9 @@ def _checks(v: _V, raw: Any, topics: dict[str, int], step_ids: set[str]) -> tupl
                 v.fail(f"{p}.step", f"a step id {sorted(step_ids)}", params["step"])
             params["expect"] = _expect(v, params.get("expect"), f"{p}.expect")
         name = params.pop("name", None) or _check_name(kind, params)
-        out.append(m.CheckDef(kind=kind, params=params, name=str(name)))
+        if clients:
+            name = f"{name} [{', '.join(clients)}]"
+        out.append(m.CheckDef(kind=kind, params=params, name=str(name), clients=clients))
     return tuple(out)
 
 

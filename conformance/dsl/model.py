@@ -26,8 +26,9 @@ PROTOCOL_POINTS = (
     "after_complete",
     "before_end_txn_response",
 )
-#: Proxy rule actions and directions (conformance/proxy).
-PROXY_ACTIONS = ("hold", "drop", "delay", "sever", "corrupt")
+#: Proxy rule actions and directions (conformance/proxy). `answer` swallows a request and
+#: answers it in the broker's place with a top-level `error` (S26: "the coordinator said X").
+PROXY_ACTIONS = ("hold", "drop", "delay", "sever", "corrupt", "answer")
 PROXY_DIRECTIONS = ("request", "response")
 
 ACTOR_ROLES = ("producer", "consumer", "copier", "admin")
@@ -76,6 +77,13 @@ ALL_OPS = {**CLIENT_OPS, **RUNNER_OPS}
 RAW_OPS: dict[str, frozenset[str]] = {
     # Send bytes (hex) as-is to the node, read one response frame or see the connection close.
     "send_frame": frozenset({"hex", "api_key", "api_version", "correlation_id", "body_hex", "size_delta"}),
+    # One real request built from Kafka's message fields (snake_case) with the project's codec;
+    # "${step_id.field}" takes a field of an earlier step's data, `{batch: {...}}` builds a
+    # record batch. The response is decoded: its top-level fields, `error` (first non-zero
+    # error_code anywhere, else NONE), `errors`, `response`. One node targets only.
+    # "Not ready yet" answers (COORDINATOR_LOAD_IN_PROGRESS, NOT_LEADER_OR_FOLLOWER, ...) are
+    # retried within timeout_ms like a client would; `retry: [NAMES]` replaces that list.
+    "request": frozenset({"api", "version", "body", "timeout_ms", "retry"}),
 }
 
 #: Error expectations a step may state besides names.
@@ -120,8 +128,25 @@ class Expect:
     flags: dict[str, bool] = field(default_factory=dict)
     #: ok steps only: data the op must return (e.g. {"count": 3} for poll_until, "records": n).
     data: dict[str, Any] = field(default_factory=dict)
+    #: Real clients differ (S26: Java treats INVALID_PRODUCER_ID_MAPPING on EndTxn as fatal,
+    #: librdkafka as abortable): client name -> what that client must do against Kafka;
+    #: "default" for the clients not named. Empty: the same for every client.
+    per_client: dict[str, "Expect"] = field(default_factory=dict)
+
+    def for_client(self, client: str | None) -> "Expect":
+        """The expectation for one client (self when it is not per client)."""
+        if not self.per_client:
+            return self
+        found = self.per_client.get(client) if client else None
+        if found is None:
+            found = self.per_client.get("default")
+        if found is None:
+            raise KeyError(f"no expectation for client {client!r} (named: {sorted(self.per_client)})")
+        return found
 
     def describe(self) -> str:
+        if self.per_client:
+            return "; ".join(f"{c}: {e.describe()}" for c, e in self.per_client.items())
         if self.any:
             return "any outcome"
         if self.ok:
@@ -156,6 +181,7 @@ class ProxyRule:
     node: NodeRef | None = None
     offset: int = 0  # corrupt: first byte after the size prefix to change
     length: int | None = None  # corrupt: how many bytes (None: to the end)
+    error: str | None = None  # answer: Kafka error name the synthesized response carries
 
 
 @dataclass(frozen=True)
@@ -172,7 +198,8 @@ class FaultDef:
     def describe(self) -> str:
         if self.proxy is not None:
             p = self.proxy
-            return f"proxy {p.action} {p.direction} #{p.nth} of {p.api}"
+            what = f" with {p.error}" if p.error else ""
+            return f"proxy {p.action} {p.direction} #{p.nth} of {p.api}{what}"
         where = f" at {self.at}" + (f" (#{self.occurrence})" if self.occurrence != 1 else "") if self.at else ""
         return f"{self.action} {self.target.describe()}{where}"
 
@@ -213,6 +240,12 @@ class CheckDef:
     kind: str
     params: dict[str, Any]
     name: str
+    #: Only with these clients (empty: every client): what Kafka leaves behind can depend on the
+    #: client's own reaction (an abortable error lets a next transaction commit, a fatal one not).
+    clients: tuple[str, ...] = ()
+
+    def applies_to(self, client: str | None) -> bool:
+        return not self.clients or client in self.clients
 
     def __str__(self) -> str:
         return self.name

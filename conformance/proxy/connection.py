@@ -11,6 +11,12 @@ exactly as a slow network would), while the other direction and other connection
 
 When either side closes, or a pump fails, or a ``sever`` rule fires, both sides are closed:
 Kafka never half-closes, and a client must see its connection go away as a whole.
+
+An ``answer`` rule swallows a request and queues the proxy's own response to it in
+:class:`.frames.PendingRequests`, behind the requests still unanswered; it reaches the client
+when their responses have gone out (from the response pump, or from a third task when the
+connection is otherwise idle). One lock orders every write to the client, so a synthesized
+response never overtakes a broker response the client asked for earlier.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import struct
 
 import trio
 
+from .answer import AnswerError
 from .frames import SIZE, FrameInfo, PendingRequests, parse_request
 from .rules import Hold, Rule
 
@@ -50,6 +57,8 @@ class ProxiedConnection:
         self.close_reason: str | None = None
         self._reset = False
         self._scope: trio.CancelScope | None = None
+        self._to_client = trio.Lock()        # every write to the client holds it
+        self._injected = trio.Event()        # set when an answer rule queued a response
 
     # ---------------------------------------------------------------- life cycle
     async def run(self) -> None:
@@ -58,6 +67,7 @@ class ProxiedConnection:
                 self._scope = nursery.cancel_scope
                 nursery.start_soon(self._pump, "c2b", self.client, self.upstream)
                 nursery.start_soon(self._pump, "b2c", self.upstream, self.client)
+                nursery.start_soon(self._inject_when_idle)
         finally:
             # Recorded before the sockets close, so whoever sees the close finds the event.
             self.server._event("close", conn=self.conn_id, node=self.node.node_id, client=self.client_addr,
@@ -89,6 +99,31 @@ class ProxiedConnection:
             if self._scope is not None:
                 self._scope.cancel()
 
+    async def _inject_when_idle(self) -> None:
+        """Send synthesized responses whose turn came while no broker response was flowing."""
+        try:
+            while True:
+                await self._injected.wait()
+                self._injected = trio.Event()
+                async with self._to_client:
+                    ready = self._injected_frames(self.pending.take_ready())
+                    if ready:
+                        await _send(self.client, ready)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            self.close_reason = self.close_reason or f"b2c (answer): {exc!r}"
+            if self._scope is not None:
+                self._scope.cancel()
+
+    def _injected_frames(self, items: list) -> list[bytes]:
+        """Record synthesized responses in the transcript as they go out; returns their bytes."""
+        out = []
+        for info, frame, rule_id in items:
+            self.server.transcript.record(conn=self.conn_id, node=self.node.node_id, src=self.broker_addr,
+                                          dst=self.client_addr, info=info, data=frame, rule=rule_id,
+                                          action="answer")
+            out.append(frame)
+        return out
+
     def _endpoints(self, direction: str) -> tuple[str, str]:
         return (self.client_addr, self.broker_addr) if direction == "c2b" else (self.broker_addr, self.client_addr)
 
@@ -106,38 +141,55 @@ class ProxiedConnection:
                 await self._raw(direction, data, dst)
                 continue
             buf += data
-            out: list[bytes] = []
-            pos = 0
-            n = len(buf)
-            while n - pos >= 4:
-                (size,) = SIZE.unpack_from(buf, pos)
-                if size < 0 or size > limit:
-                    # Not Kafka framing any more (garbage, or a corrupted size): stop naming
-                    # frames on this direction and pass bytes through as they come.
-                    raw = True
-                    break
-                end = pos + 4 + size
-                if end > n:
-                    break
-                with memoryview(buf) as view:  # one copy, and no view left to block del buf[:pos]
-                    frame = bytes(view[pos:end])
-                pos = end
-                send = await self._frame(direction, frame, dst, out)
-                if send is not None:
-                    out.append(send)
-            if out:
-                await _send(dst, out)
-            if raw:
-                rest = bytes(buf[pos:])
-                buf.clear()
-                await self._raw(direction, rest, dst)
+            if direction == "b2c":
+                async with self._to_client:
+                    raw = await self._chunk(direction, buf, dst, limit)
             else:
-                del buf[:pos]
+                raw = await self._chunk(direction, buf, dst, limit)
+
+    async def _chunk(self, direction: str, buf: bytearray, dst: trio.SocketStream, limit: int) -> bool:
+        """Handle the whole frames at the start of ``buf`` and consume them; True when the stream
+        stopped being Kafka framing (what was left has been passed on raw)."""
+        raw = False
+        out: list[bytes] = []
+        pos = 0
+        n = len(buf)
+        while n - pos >= 4:
+            (size,) = SIZE.unpack_from(buf, pos)
+            if size < 0 or size > limit:
+                # Not Kafka framing any more (garbage, or a corrupted size): stop naming
+                # frames on this direction and pass bytes through as they come.
+                raw = True
+                break
+            end = pos + 4 + size
+            if end > n:
+                break
+            with memoryview(buf) as view:  # one copy, and no view left to block del buf[:pos]
+                frame = bytes(view[pos:end])
+            pos = end
+            send = await self._frame(direction, frame, dst, out)
+            if send is not None:
+                out.append(send)
+        if direction == "b2c":
+            out += self._injected_frames(self.pending.take_ready())
+        if out:
+            await _send(dst, out)
+        if raw:
+            rest = bytes(buf[pos:])
+            buf.clear()
+            await self._raw(direction, rest, dst, locked=direction == "b2c")
+        else:
+            del buf[:pos]
+        return raw
 
     async def _frame(self, direction: str, frame: bytes, dst: trio.SocketStream, out: list[bytes]) -> bytes | None:
         """Name, record and apply rules to one frame; returns the bytes to queue, or None."""
         server = self.server
-        info: FrameInfo = parse_request(frame) if direction == "c2b" else self.pending.answer(frame)
+        if direction == "c2b":
+            info: FrameInfo = parse_request(frame)
+        else:
+            info = self.pending.answer(frame)
+            out += self._injected_frames(self.pending.take_passed())  # queued before this response
         t = server.transcript.now()
         decision = server.rules.decide(self.node.node_id, self.conn_id, info, t, trio.Event)
         src, dst_addr = self._endpoints(direction)
@@ -158,6 +210,18 @@ class ProxiedConnection:
             out.clear()
         action = rule.action
         if action == "drop":
+            return None
+        if action == "answer":
+            try:
+                answer = rule.answer_frame(info)
+            except AnswerError as exc:  # selects() admits only answerable versions; be safe anyway
+                log.error("proxy node %s conn %d: cannot answer %s: %s", self.node.node_id, self.conn_id,
+                          info.describe(), exc)
+                self.pending.sent(info)
+                return frame
+            self.pending.inject(FrameInfo("b2c", len(answer), info.api_key, info.api_name, info.api_version,
+                                          info.correlation_id, info.client_id), answer, rule_id)
+            self._injected.set()
             return None
         if action == "delay":
             await trio.sleep(rule.ms / 1000.0)
@@ -185,11 +249,15 @@ class ProxiedConnection:
         finally:
             self.server.rules.unhold(h.rule_id, h)
 
-    async def _raw(self, direction: str, data: bytes, dst: trio.SocketStream) -> None:
+    async def _raw(self, direction: str, data: bytes, dst: trio.SocketStream, locked: bool = False) -> None:
         src, dst_addr = self._endpoints(direction)
         self.server.transcript.record(conn=self.conn_id, node=self.node.node_id, src=src, dst=dst_addr,
                                       info=FrameInfo(direction, len(data)), data=data, unframed=True)
-        await dst.send_all(data)
+        if direction == "b2c" and not locked:
+            async with self._to_client:  # every write to the client holds the lock
+                await dst.send_all(data)
+        else:
+            await dst.send_all(data)
 
 
 async def _send(dst: trio.SocketStream, out: list[bytes]) -> None:

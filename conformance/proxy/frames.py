@@ -97,25 +97,57 @@ class PendingRequests:
     (an ``acks=0`` Produce we could not recognise, a request the broker chose to drop): they
     are forgotten, which keeps this bounded. A response whose id was never sent (a corrupted
     frame) is named as unknown and forgets nothing.
+
+    Responses the proxy synthesizes (an ``answer`` rule) wait in the same queue, behind the
+    requests that were pending when they were made: a client reads its responses in request
+    order, so such a response may go out only once everything before it was answered.
+    :meth:`take_ready` hands over those whose turn has come.
     """
 
     def __init__(self) -> None:
-        self._pending: OrderedDict[int, FrameInfo] = OrderedDict()
+        self._pending: OrderedDict[object, object] = OrderedDict()
+        self._ready: list[tuple[FrameInfo, bytes, object]] = []
+        self._injected = 0
 
     def sent(self, info: FrameInfo) -> None:
         if info.correlation_id is not None and info.expects_response:
             self._pending[info.correlation_id] = info
 
+    def inject(self, info: FrameInfo, frame: bytes, tag: object = None) -> None:
+        """Queue ``frame``, the proxy's own response (named ``info``), behind every pending request;
+        ``tag`` comes back with it (the rule that made it)."""
+        self._injected += 1
+        self._pending[("injected", self._injected)] = (info, frame, tag)
+
     def answer(self, frame: bytes) -> FrameInfo:
         corr = response_correlation_id(frame)
         req = self._pending.get(corr) if corr is not None else None
-        if req is None:
+        if not isinstance(req, FrameInfo):
             return FrameInfo("b2c", len(frame), correlation_id=corr)
         while True:
-            k, _ = self._pending.popitem(last=False)
+            k, v = self._pending.popitem(last=False)
             if k == corr:
                 break
+            if not isinstance(v, FrameInfo):
+                self._ready.append(v)  # injected before this request: it goes out first
         return FrameInfo("b2c", len(frame), req.api_key, req.api_name, req.api_version, corr, req.client_id)
+
+    def take_passed(self) -> list[tuple[FrameInfo, bytes, object]]:
+        """Injected responses the last :meth:`answer` passed over: they go out before its frame."""
+        ready, self._ready = self._ready, []
+        return ready
+
+    def take_ready(self) -> list[tuple[FrameInfo, bytes, object]]:
+        """Injected responses that may go out now, in order: those passed over by :meth:`answer`,
+        then those at the head of the queue (nothing still unanswered before them)."""
+        while self._pending:
+            k, v = next(iter(self._pending.items()))
+            if isinstance(v, FrameInfo):
+                break
+            self._pending.popitem(last=False)
+            self._ready.append(v)
+        ready, self._ready = self._ready, []
+        return ready
 
     def __len__(self) -> int:
         return len(self._pending)

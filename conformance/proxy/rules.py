@@ -29,6 +29,10 @@ Actions:
   offset 0 is the API key of a request and the correlation id of a response);
   ``size_prefix: keep`` (default) leaves the 4-byte size valid, ``huge`` makes it 2^31-1 and
   ``negative`` makes it -1;
+* ``answer`` (requests only) swallow the request and answer it in the broker's place with a
+  response carrying the top-level ``error`` (a Kafka error name or code), built by
+  :mod:`.answer`; the broker never sees the request. Only requests whose response version has
+  a top-level ErrorCode are selected (see :func:`.answer.can_answer`), so ``nth`` counts those;
 * ``pass``   do nothing, only count and signal (for :meth:`ProxyServer.wait_for_match`).
 
 One frame gets at most one action: the acting rule with the lowest id. The others that match
@@ -45,11 +49,13 @@ import time
 from dataclasses import dataclass, field, fields
 from typing import Callable
 
+from broker_impl.protocol.errors import Errors
 from broker_impl.protocol.messages import API, API_BY_KEY
 
+from .answer import AnswerError, answerable_versions, can_answer, error_code_of, synthesize_response
 from .frames import FrameInfo
 
-ACTIONS = ("hold", "drop", "delay", "sever", "corrupt", "pass")
+ACTIONS = ("hold", "drop", "delay", "sever", "corrupt", "answer", "pass")
 DIRECTIONS = ("c2b", "b2c")
 CORRUPT_MODES = ("flip", "random")
 SIZE_PREFIXES = ("keep", "huge", "negative")
@@ -80,10 +86,16 @@ class Rule:
     length: int | None = None
     size_prefix: str = "keep"
     seed: int | None = None
+    error: int | None = None      # answer: the top-level error code; a name is accepted too
 
     def __post_init__(self) -> None:
         if isinstance(self.api, str):
             object.__setattr__(self, "api", api_key_of(self.api))
+        if self.error is not None:
+            try:
+                object.__setattr__(self, "error", error_code_of(self.error))
+            except AnswerError as exc:
+                raise RuleError(str(exc)) from None
         if self.action not in ACTIONS:
             raise RuleError(f"unknown action {self.action!r}; one of {', '.join(ACTIONS)}")
         if self.direction not in DIRECTIONS:
@@ -104,6 +116,16 @@ class Rule:
             raise RuleError(f"size_prefix must be one of {SIZE_PREFIXES}, not {self.size_prefix!r}")
         if self.offset < 0 or (self.length is not None and self.length < 0):
             raise RuleError("corrupt offset and length must be >= 0")
+        if self.action == "answer":
+            if self.error is None:
+                raise RuleError("answer needs error (a Kafka error name or code)")
+            if self.direction != "c2b":
+                raise RuleError("answer acts on requests (direction c2b): it replaces the broker's response")
+            if self.api is None or not answerable_versions(self.api):
+                raise RuleError(f"answer needs an api whose response has a top-level ErrorCode, "
+                                f"not {API_BY_KEY[self.api].name if self.api is not None else 'any API'}")
+        elif self.error is not None:
+            raise RuleError("error is only for the answer action")
 
     @classmethod
     def from_dict(cls, d: dict) -> "Rule":
@@ -129,6 +151,8 @@ class Rule:
             v = getattr(self, f.name)
             if v != getattr(defaults, f.name):
                 out[f.name] = v
+        if self.error is not None:
+            out["error"] = Errors(self.error).name
         return out
 
     def selects(self, node_id: int | None, info: FrameInfo) -> bool:
@@ -143,10 +167,16 @@ class Rule:
             return False
         if self.client_id is not None and info.client_id != self.client_id:
             return False
+        if self.action == "answer" and not can_answer(info.api_key, info.api_version):
+            return False  # a version whose response has no top-level ErrorCode
         return True
 
     def acts_on(self, count: int) -> bool:
         return count >= self.nth if self.every else count == self.nth
+
+    def answer_frame(self, info: FrameInfo) -> bytes:
+        """The response this answer rule sends back for the request ``info`` (size prefix included)."""
+        return synthesize_response(info.api_key, info.api_version, info.correlation_id, self.error)
 
     def corrupt_frame(self, frame: bytes) -> bytes:
         """The frame as this corrupt rule sends it on (``frame`` includes the size prefix)."""

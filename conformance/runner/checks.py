@@ -123,8 +123,31 @@ def check_group_offset(c: CheckDef, outcome: dict) -> tuple[bool, str]:
     return True, f"committed offset {got}"
 
 
-def expect_matches(expect: Expect, step: dict) -> tuple[bool, str]:
-    """Does a recorded step outcome satisfy the case's expectation?"""
+def data_matches(got: Any, want: Any) -> bool:
+    """An op's data against the case's: a number against a list is its length; a mapping needs
+    those keys (recursively, others are ignored); a list needs as many items, each matching."""
+    if isinstance(got, list) and isinstance(want, int) and not isinstance(want, bool):
+        return len(got) == want
+    if isinstance(want, dict):
+        return isinstance(got, dict) and all(k in got and data_matches(got[k], w) for k, w in want.items())
+    if isinstance(want, list):
+        return isinstance(got, list) and len(got) == len(want) and all(map(data_matches, got, want))
+    return got == want
+
+
+def _short_repr(v: Any, limit: int = 300) -> str:
+    r = repr(v)
+    return r if len(r) <= limit else r[:limit] + "..."
+
+
+def expect_matches(expect: Expect, step: dict, client: str | None = None) -> tuple[bool, str]:
+    """Does a recorded step outcome satisfy the case's expectation (``client``'s, when it is per
+    client)?"""
+    if expect.per_client:
+        try:
+            expect = expect.for_client(client)
+        except KeyError as exc:
+            return False, str(exc)
     if expect.any:
         return True, "any outcome accepted"
     err = step.get("error")
@@ -133,10 +156,8 @@ def expect_matches(expect: Expect, step: dict) -> tuple[bool, str]:
             return False, f"expected ok, got {err.get('name') if err else 'an error'}: {(err or {}).get('message', '')}"
         for k, want in expect.data.items():
             got = (step.get("data") or {}).get(k)
-            if isinstance(got, list) and isinstance(want, int):
-                got = len(got)
-            if got != want:
-                return False, f"expected {k}={want!r}, got {got!r}"
+            if not data_matches(got, want):
+                return False, f"expected {k}={want!r}, got {_short_repr(got)}"
         return True, "ok"
     if step.get("ok"):
         return False, f"expected {expect.describe()}, but the step succeeded"
@@ -149,10 +170,10 @@ def expect_matches(expect: Expect, step: dict) -> tuple[bool, str]:
     return True, name or "error"
 
 
-def check_step(c: CheckDef, outcome: dict) -> tuple[bool, str]:
+def check_step(c: CheckDef, outcome: dict, client: str | None = None) -> tuple[bool, str]:
     for s in outcome.get("steps", []):
         if s.get("id") == c.params["step"]:
-            return expect_matches(c.params["expect"], s)
+            return expect_matches(c.params["expect"], s, s.get("client") or client)
     return False, f"step {c.params['step']} did not run"
 
 
@@ -166,11 +187,17 @@ CHECKERS = {
 }
 
 
-def evaluate(case: Case, outcome: dict) -> list[dict]:
+def evaluate(case: Case, outcome: dict, client: str | None = None) -> list[dict]:
+    """The case's checks that apply to ``client`` (the run's client), evaluated on the outcome."""
     results = []
     for c in case.checks:
+        if not c.applies_to(client):
+            continue
         try:
-            passed, message = CHECKERS[c.kind](c, outcome)
+            if c.kind == "step":
+                passed, message = check_step(c, outcome, client)
+            else:
+                passed, message = CHECKERS[c.kind](c, outcome)
         except KeyError as exc:
             passed, message = False, f"cannot evaluate: {exc}"
         results.append({"name": c.name, "passed": bool(passed), "message": message})

@@ -76,6 +76,8 @@ class ProxyFront:
     def add_rule(self, rule: ProxyRule) -> int:
         spec = {"action": rule.action, "api": rule.api, "direction": DIRECTIONS[rule.direction],
                 "nth": rule.nth}
+        if rule.action == "answer":
+            spec["error"] = rule.error
         if rule.action == "corrupt":
             spec["offset"] = rule.offset
             if rule.length is not None:
@@ -98,7 +100,8 @@ class ProxyFront:
                 rule = self.server.rules.rule(rid).to_dict()
             except KeyError:
                 continue
-            out.append({"name": f"proxy fault {rule['action']} {rule['direction']} {rule['api']} #{rule['nth']} acted",
+            what = f" {rule['error']}" if rule.get("error") else ""
+            out.append({"name": f"proxy fault {rule['action']}{what} {rule['direction']} {rule['api']} #{rule['nth']} acted",
                         "passed": acted > 0, "message": f"{matched} frame(s) matched, {acted} acted on"})
         return out
 

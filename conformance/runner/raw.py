@@ -4,6 +4,8 @@ Why not a client library: no client sends a frame with a wrong size, an unknown 
 unsupported version on purpose. What a broker does with one (answer with an error, or close the
 connection) is part of the wire contract, and Kafka's answer is the reference.
 
+`request` builds a real request from case data instead (below).
+
 The outcome of `send_frame` is ok with {response_size, correlation_id, error_code, error} when a
 response frame came back (error_code: the int16 right after the response header, which is where
 ApiVersions puts its error), NETWORK_EXCEPTION when the broker closed the connection (what a
@@ -12,10 +14,11 @@ nothing came within 5 s.
 """
 from __future__ import annotations
 
+import re
 import socket
 import struct
 import time
-from typing import Any
+from typing import Any, Callable
 
 from conformance.clients import Outcome
 from conformance.clients.errors import KAFKA_ERRORS
@@ -76,3 +79,187 @@ def send_frame(address: tuple[str, int], args: dict[str, Any]) -> Outcome:
         data["error_code"] = code
         data["error"] = KAFKA_ERRORS.get(code, (f"ERROR_{code}",))[0]
     return Outcome(op="send_frame", ok=True, data=data, elapsed_ms=(time.monotonic() - t0) * 1000)
+
+
+# ----------------------------------------------------------------------------- structured requests
+# `request`: one Kafka request built from case data with the project's codec, and its response
+# decoded. Why: scenarios such as EndTxn in the wrong state (S15), a Produce to a partition never
+# added to the transaction (S18, S19, S21) or OffsetFetch with RequireStable (S25) need requests
+# no client library sends on purpose; the case writes them as Kafka's message fields (snake_case),
+# references earlier responses as "${step_id.field}", and builds record batches with
+# `{batch: {...}}` (see cases/README.md).
+
+REF = re.compile(r"^\$\{([A-Za-z0-9_-]+)\.([A-Za-z0-9_.]+)\}$")
+#: Body keys whose string values are case names (made unique per run by the namespace).
+NAME_KEYS = frozenset({"transactional_id", "v3_and_below_transactional_id", "group_id", "topic"})
+#: `name` is a topic name inside these lists.
+TOPIC_LISTS = frozenset({"topics", "topic_data", "v3_and_below_topics"})
+BATCH_KEYS = frozenset({"producer_id", "producer_epoch", "base_sequence", "transactional", "values", "keys"})
+
+
+class RequestError(ValueError):
+    """The case's request cannot be built (unknown field, bad reference, bad batch)."""
+
+
+def resolve_refs(value: Any, data_of: Callable[[str], dict | None]) -> Any:
+    """Replace every "${id.field}" string by that field of step `id`'s data (typed, not text)."""
+    if isinstance(value, str):
+        m = REF.match(value)
+        if not m:
+            return value
+        data = data_of(m.group(1))
+        if data is None:
+            raise RequestError(f"{value}: no ok step with id {m.group(1)!r} before this one")
+        cur: Any = data
+        for part in m.group(2).split("."):
+            if isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
+                cur = cur[int(part)]
+            elif isinstance(cur, dict) and part in cur:
+                cur = cur[part]
+            else:
+                raise RequestError(f"{value}: step {m.group(1)!r} has no {m.group(2)!r} in {sorted(data)}")
+        return cur
+    if isinstance(value, list):
+        return [resolve_refs(v, data_of) for v in value]
+    if isinstance(value, dict):
+        return {k: resolve_refs(v, data_of) for k, v in value.items()}
+    return value
+
+
+def namespace_body(value: Any, name: Callable[[str], str], parent: str | None = None) -> Any:
+    """Case names in a request body (transactional_id, group_id, topic names) made unique."""
+    if isinstance(value, list):
+        return [namespace_body(v, name, parent) for v in value]
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if isinstance(v, str) and v and (k in NAME_KEYS or (k == "name" and parent in TOPIC_LISTS)):
+                out[k] = name(v)
+            elif k == "batch":
+                out[k] = v
+            else:
+                out[k] = namespace_body(v, name, k)
+        return out
+    return value
+
+
+def _batch(spec: Any) -> bytes:
+    from broker_impl.log.records import build_batch
+
+    if not isinstance(spec, dict) or set(spec) - BATCH_KEYS or "values" not in spec:
+        raise RequestError(f"batch: a mapping with values and some of {sorted(BATCH_KEYS)}, got {spec!r}")
+    values = [None if v is None else str(v).encode() for v in spec["values"]]
+    keys = spec.get("keys") or [None] * len(values)
+    keys = [None if k is None else str(k).encode() for k in keys]
+    if len(keys) != len(values):
+        raise RequestError("batch: as many keys as values")
+    return build_batch(list(zip(keys, values)), base_timestamp=int(time.time() * 1000),
+                       producer_id=int(spec.get("producer_id", -1)),
+                       producer_epoch=int(spec.get("producer_epoch", -1)),
+                       base_sequence=int(spec.get("base_sequence", 0 if "producer_id" in spec else -1)),
+                       is_transactional=bool(spec.get("transactional", False)))
+
+
+def build_struct(codec, struct_spec, values: dict, path: str = "body"):
+    """An instance of the codec class for `struct_spec` with `values` (Kafka's defaults elsewhere)."""
+    if not isinstance(values, dict):
+        raise RequestError(f"{path}: a mapping of {struct_spec.name} fields, got {values!r}")
+    by_attr = {f.attr: f for f in struct_spec.fields}
+    unknown = sorted(set(values) - set(by_attr))
+    if unknown:
+        raise RequestError(f"{path}: unknown field(s) {unknown} of {struct_spec.name}; known: {sorted(by_attr)}")
+    kwargs = {}
+    for k, v in values.items():
+        f = by_attr[k]
+        if f.struct is not None:
+            if f.is_array:
+                if not isinstance(v, list):
+                    raise RequestError(f"{path}.{k}: a list, got {v!r}")
+                kwargs[k] = [build_struct(codec, f.struct, x, f"{path}.{k}[{i}]") for i, x in enumerate(v)]
+            else:
+                kwargs[k] = build_struct(codec, f.struct, v, f"{path}.{k}")
+        elif f.elem_type in ("records", "bytes") and isinstance(v, dict) and set(v) == {"batch"}:
+            kwargs[k] = _batch(v["batch"])
+        elif f.elem_type in ("records", "bytes") and isinstance(v, str):
+            kwargs[k] = bytes.fromhex(v)
+        else:
+            kwargs[k] = v
+    return codec.classes[struct_spec.name](**kwargs)
+
+
+def build_request(api_name: str, version: int, body: dict, correlation_id: int = 1) -> bytes:
+    """The whole request frame (size prefix, header v1/v2, body)."""
+    from broker_impl.protocol.messages import API, REQUEST_HEADER
+
+    api = API.get(api_name)
+    if api is None:
+        raise RequestError(f"unknown API {api_name!r}")
+    if not api.min_version <= version <= api.max_version:
+        raise RequestError(f"{api_name} has versions {api.min_version}-{api.max_version}, not {version}")
+    obj = build_struct(api.request, api.request.spec.root, body)
+    hdr = REQUEST_HEADER.cls(request_api_key=api.key, request_api_version=version,
+                             correlation_id=correlation_id, client_id="kconform-raw")
+    payload = REQUEST_HEADER.encode(api.request_header_version(version), hdr) + api.request.encode(version, obj)
+    return struct.pack(">i", len(payload)) + payload
+
+
+def _errors(tree: Any) -> list[str]:
+    """Names of every non-zero error_code in a decoded response, depth first."""
+    out: list[str] = []
+    if isinstance(tree, dict):
+        for k, v in tree.items():
+            if k == "error_code" and isinstance(v, int) and v != 0:
+                out.append(KAFKA_ERRORS.get(v, (f"ERROR_{v}",))[0])
+            else:
+                out += _errors(v)
+    elif isinstance(tree, list):
+        for v in tree:
+            out += _errors(v)
+    return out
+
+
+def send_request(address: tuple[str, int], api_name: str, version: int, body: dict,
+                 timeout_s: float = READ_TIMEOUT_S) -> Outcome:
+    """Send one request, decode its response. ok with data: the response's top-level scalar
+    fields, `error` (the first non-zero error_code anywhere in it, NONE when there is none),
+    `errors` (all of them) and `response` (the whole decoded response)."""
+    from broker_impl.protocol.messages import API, RESPONSE_HEADER
+
+    t0 = time.monotonic()
+    op = "request"
+
+    def fail(name: str, message: str) -> Outcome:
+        code = next((c for c, (n, _) in KAFKA_ERRORS.items() if n == name), None)
+        return Outcome(op=op, ok=False, elapsed_ms=(time.monotonic() - t0) * 1000,
+                       error=ErrorInfo(name=name, code=code, message=message, origin="runner",
+                                       client_class="socket"))
+
+    try:
+        frame = build_request(api_name, version, body)
+    except (RequestError, TypeError, ValueError, OverflowError, struct.error) as exc:
+        return fail("DRIVER_ERROR", f"cannot build {api_name} v{version}: {exc}")
+    api = API[api_name]
+    try:
+        with socket.create_connection(address, timeout=timeout_s) as sock:
+            sock.sendall(frame)
+            head = _recv_exact(sock, 4)
+            if head is None:
+                return fail("NETWORK_EXCEPTION", "the broker closed the connection without answering")
+            (size,) = struct.unpack(">i", head)
+            resp = _recv_exact(sock, size) if 0 <= size < 64 * 1024 * 1024 else None
+            if resp is None:
+                return fail("NETWORK_EXCEPTION", f"the broker closed the connection mid-response (size {size})")
+    except socket.timeout:
+        return fail("REQUEST_TIMED_OUT", f"no answer within {timeout_s} s")
+    except ConnectionError as exc:
+        return fail("NETWORK_EXCEPTION", f"connection error: {exc}")
+    try:
+        _, pos = RESPONSE_HEADER.decode(api.response_header_version(version), resp, 0)
+        obj, _ = api.response.decode(version, resp, pos)
+    except Exception as exc:  # noqa: BLE001 - an undecodable answer is the outcome
+        return fail("CORRUPT_MESSAGE", f"cannot decode {api_name} v{version} response: {exc}")
+    tree = obj.to_dict()
+    errors = _errors(tree)
+    data: dict[str, Any] = {k: v for k, v in tree.items() if not isinstance(v, (dict, list))}
+    data.update(error=errors[0] if errors else "NONE", errors=errors, response=tree)
+    return Outcome(op=op, ok=True, data=data, elapsed_ms=(time.monotonic() - t0) * 1000)

@@ -225,7 +225,7 @@ def run_one(case: Case, slot: TargetSlot, client: str, ctx: RowContext, fresh: b
             steps.checks += slot.proxy.fault_checks()
         raw_outcome = {"steps": steps.records, **observed, "faults": steps.fault_events}
         outcome = ns.unmap(raw_outcome)
-        checks = steps.checks + evaluate(case, outcome)
+        checks = steps.checks + evaluate(case, outcome, client)
         if observed.get("observe_errors"):
             checks.append({"name": "observation", "passed": False,
                            "message": "; ".join(ns.unmap(observed["observe_errors"]))})

@@ -110,7 +110,9 @@ def default_broker_configs(nodes: int) -> dict[str, str]:
 
 class ApacheKafkaTarget(LocalProcessTarget):
     name = "apache-kafka"
-    static_capabilities = frozenset({"kill", "pause", "restart", "stop_node", "multi_node"})
+    # wire_markers: Kafka's coordinator sends WriteTxnMarkers through the network client, even to
+    # itself on one node, so proxy rules on WriteTxnMarkers act there.
+    static_capabilities = frozenset({"kill", "pause", "restart", "stop_node", "multi_node", "wire_markers"})
     ready_timeout = 120.0
     prewarm_coordinators = True
     stop_grace = 10.0

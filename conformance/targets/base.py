@@ -46,6 +46,7 @@ CAPABILITIES = frozenset(
         "list_transactions",
         "describe_producers",
         "transactions",  # InitProducerId, AddPartitionsToTxn, EndTxn, TxnOffsetCommit
+        "wire_markers",  # the coordinator sends WriteTxnMarkers over the network (a proxy sees them)
     }
 )
 
