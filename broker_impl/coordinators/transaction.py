@@ -338,13 +338,17 @@ class TransactionCoordinator:
             raise CoordinatorError(Errors.CONCURRENT_TRANSACTIONS)
 
         def complete_to(state, no_partition_added):
+            # Kafka 4.3 (generateTxnTransitMetadataForTxnCompletion): a TV2 completion bumps the
+            # epoch itself, so an epoch fence only drops its pending PrepareEpochFence and lets
+            # that bump fence the old producer (a timed-out txn ends at epoch+1, not epoch+2:
+            # its producer's EndTxn v5 at the old epoch is then a "retry" and a COMMIT gets
+            # INVALID_TXN_STATE). For the same reason an exhausted epoch rotates the producer id
+            # on the fence path too.
             next_pid = NO_PRODUCER_ID
-            if not fence and md.is_producer_epoch_exhausted:
+            if md.is_producer_epoch_exhausted:
                 next_pid = self.broker.producer_ids.generate()
             if state is S.PREPARE_ABORT and fence:
                 md.pending_state = None
-                md.producer_epoch = producer_epoch
-                md.last_producer_epoch = NO_PRODUCER_EPOCH
             return fence, md.prepare_abort_or_commit(state, TV_2, next_pid, now_ms(), no_partition_added)
 
         if st is S.ONGOING:

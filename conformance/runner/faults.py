@@ -27,6 +27,15 @@ from ..dsl.model import Case, FaultDef, NodeRef
 from .namespace import Namespace
 
 POINT_LINE = "kconform fault point {point} reached"
+#: Where each protocol point lies inside the coordinator -- why no proxy rule can hit it exactly.
+POINT_WHERE = {
+    "before_prepare_append": "between the coordinator taking the EndTxn and its PrepareCommit/Abort txn-log append",
+    "after_prepare_durable": "between the durable PrepareCommit/Abort txn-log append and the marker writes",
+    "after_some_markers": "between two of the coordinator's marker writes",
+    "after_all_markers": "between the last marker write and the Complete* txn-log append",
+    "after_complete": "right after the Complete* txn-log append",
+    "before_end_txn_response": "between the coordinator's durable Prepare append and the EndTxn response leaving it",
+}
 
 
 def plan_broker_configs(case: Case, target: Target) -> dict[str, str]:
@@ -40,8 +49,7 @@ def plan_broker_configs(case: Case, target: Target) -> dict[str, str]:
         raise NotApplicable(
             f"target {target.name!r} cannot {f.action} the {f.target.role} exactly at protocol point "
             f"{f.at!r}: it has no fault points in its code, and no proxy rule is exact there (the "
-            "point lies between the coordinator's txn-log append and its marker writes, which "
-            "carry no client frame)")
+            f"point lies {POINT_WHERE.get(f.at, 'inside the broker')}, which carries no client frame)")
     if len(points) > 1:
         raise NotApplicable(f"target {target.name!r} arms one protocol-point fault per case; the case has "
                             f"{len(points)}")

@@ -119,6 +119,33 @@ def test_zombie_with_same_transactional_id_fences_the_first(compatible, spawn, h
     assert read(spawn, h, client, broker.bootstrap, topic, 1, "read_committed", end) == [(0, "k", "from-second")]
 
 
+def test_fenced_send_reports_the_clients_settled_classification(compatible, spawn, h):
+    """A zombie's send after the fence fails with INVALID_PRODUCER_EPOCH, and the flags the driver
+    reports are the client's settled ones, the same every time. kafka-clients completes the failed
+    batch's future before its TransactionManager moves to ABORTABLE_ERROR (Sender.failBatch), so a
+    driver reading the state at once saw abortable true or false by chance (zombie/fence_on_send
+    diverged between targets); the Java driver now waits, bounded, for that transition."""
+    broker, client = compatible
+    broker.require("fencing")
+    seen = []
+    for attempt in range(3):
+        topic = broker.topic(1)
+        txid = h.unique(f"fenced-send-{client}-{attempt}")
+        first = started_producer(spawn, h, client, broker.bootstrap, txid, f"first-{attempt}")
+        h.ok(first.call("begin_transaction"))
+        h.ok(first.call("send", topic=topic, partition=0, key="k", value="a"))
+        started_producer(spawn, h, client, broker.bootstrap, txid, f"second-{attempt}")
+        send = first.call("send", topic=topic, partition=0, key="k", value="b", deadline_ms=30_000)
+        assert not send.ok, "the fenced producer's send must fail"
+        assert send.error.name in ("INVALID_PRODUCER_EPOCH", "PRODUCER_FENCED"), send.error.to_dict()
+        seen.append((send.error.name, send.error.abortable, send.error.fatal))
+    assert len(set(seen)) == 1, f"the client's classification changed between identical runs: {seen}"
+    if client == "java":
+        # TransactionManager.maybeTransitionToErrorState: an InvalidProducerEpochException leaves a
+        # transactional producer in ABORTABLE_ERROR (abortTransaction is still accepted).
+        assert seen[0] == ("INVALID_PRODUCER_EPOCH", True, False), seen
+
+
 def test_send_offsets_to_transaction_commits_group_offsets(compatible, spawn, h):
     broker, client = compatible
     source, sink = broker.topic(1), broker.topic(1)

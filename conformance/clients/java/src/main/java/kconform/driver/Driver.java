@@ -62,6 +62,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  */
 public final class Driver {
     private static final long LIBRARY_SLACK_MS = 500;
+    /** Bound on the wait for a transactional producer to settle in its error state after a failed send. */
+    private static final long ERROR_STATE_SETTLE_MS = 1000;
     private static final Set<String> OPS = Set.of(
             "hello", "create_producer", "create_consumer", "create_admin", "init_transactions",
             "begin_transaction", "send", "flush", "send_offsets_to_transaction", "commit_transaction",
@@ -369,6 +371,10 @@ public final class Driver {
             return metadata(f.get(d.remainingMs(), TimeUnit.MILLISECONDS));
         } catch (TimeoutException e) {
             throw new OpError("DEADLINE_EXCEEDED", "no delivery result before the deadline");
+        } catch (java.util.concurrent.ExecutionException e) {
+            // the future fails before the Sender moves the producer to its error state
+            Outcomes.awaitTransactionErrorState(p, ERROR_STATE_SETTLE_MS);
+            throw e;
         }
     }
 

@@ -12,6 +12,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.Base64;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.consumer.CommitFailedException;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.common.KafkaException;
@@ -151,6 +152,51 @@ final class Outcomes {
             return new Boolean[] {(Boolean) abortable.invoke(tm), (Boolean) fatal.invoke(tm)};
         } catch (ReflectiveOperationException | RuntimeException e) {
             return null;
+        }
+    }
+
+    /**
+     * Waits, at most {@code maxMs}, until a transactional producer's TransactionManager is in an
+     * error state (abortable or fatal); returns at once for a producer that is not transactional.
+     *
+     * <p>Why: kafka-clients' {@code Sender.failBatch} completes the batch's future first and only then
+     * calls {@code TransactionManager.handleFailedBatch}, which moves a transactional producer to
+     * its abortable or fatal error state. A thread woken by the future's failure can therefore read
+     * the state before or after that transition (measured: {@code abortable} flipped between runs of
+     * zombie/fence_on_send). Waiting for the transition the client is about to make gives the
+     * client's settled classification; the bound only matters where the client skips the transition
+     * (e.g. while already aborting), and then the state read is what the client holds.
+     */
+    static void awaitTransactionErrorState(KafkaProducer<?, ?> producer, long maxMs) {
+        if (producer == null) return;
+        Object tm;
+        Method transactional;
+        try {
+            tm = null;
+            for (Field f : KafkaProducer.class.getDeclaredFields()) {
+                if (f.getType().getSimpleName().equals("TransactionManager")) {
+                    f.setAccessible(true);
+                    tm = f.get(producer);
+                    break;
+                }
+            }
+            if (tm == null) return;
+            transactional = tm.getClass().getDeclaredMethod("isTransactional");
+            transactional.setAccessible(true);
+            if (!(Boolean) transactional.invoke(tm)) return;
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            return;
+        }
+        long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(maxMs);
+        while (System.nanoTime() < end) {
+            Boolean[] state = transactionState(producer);
+            if (state == null || state[0] || state[1]) return;
+            try {
+                Thread.sleep(1);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            }
         }
     }
 
