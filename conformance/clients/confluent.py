@@ -140,21 +140,6 @@ class ConfluentDriver(BaseDriver):
         self.admin = AdminClient(config)
         return {}
 
-    def _admin(self, deadline: Deadline) -> AdminClient:
-        if self.admin is None:
-            self.op_create_admin({}, deadline)
-        return self.admin
-
-    def _producer(self) -> Producer:
-        if self.producer is None:
-            raise OpError("ILLEGAL_STATE", "no producer: call create_producer first")
-        return self.producer
-
-    def _consumer(self) -> Consumer:
-        if self.consumer is None:
-            raise OpError("ILLEGAL_STATE", "no consumer: call create_consumer first")
-        return self.consumer
-
     def op_close(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
         which = args.get("which", "all")
         closed = []

@@ -118,6 +118,25 @@ class BaseDriver:
 
     def __init__(self) -> None:
         self.deliveries = Deliveries()
+        self.producer: Any = None
+        self.consumer: Any = None
+        self.admin: Any = None
+
+    # -- the library objects an op needs ------------------------------------------------------------
+    def _admin(self, deadline: Deadline) -> Any:
+        if self.admin is None:
+            self.op_create_admin({}, deadline)  # type: ignore[attr-defined]
+        return self.admin
+
+    def _producer(self) -> Any:
+        if self.producer is None:
+            raise OpError("ILLEGAL_STATE", "no producer: call create_producer first")
+        return self.producer
+
+    def _consumer(self) -> Any:
+        if self.consumer is None:
+            raise OpError("ILLEGAL_STATE", "no consumer: call create_consumer first")
+        return self.consumer
 
     # -- to implement -------------------------------------------------------------------------------
     def hello_data(self) -> dict[str, Any]:

@@ -144,21 +144,6 @@ class KafkaPythonDriver(BaseDriver):
         self.admin = KafkaAdminClient(**kw)
         return {}
 
-    def _admin(self, deadline: Deadline) -> KafkaAdminClient:
-        if self.admin is None:
-            self.op_create_admin({}, deadline)
-        return self.admin
-
-    def _producer(self) -> KafkaProducer:
-        if self.producer is None:
-            raise OpError("ILLEGAL_STATE", "no producer: call create_producer first")
-        return self.producer
-
-    def _consumer(self) -> KafkaConsumer:
-        if self.consumer is None:
-            raise OpError("ILLEGAL_STATE", "no consumer: call create_consumer first")
-        return self.consumer
-
     def op_close(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
         which = args.get("which", "all")
         closed = []
