@@ -48,6 +48,34 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
     return buf
 
 
+class _NoAnswer(Exception):
+    """A round trip that ended without a whole response: (Kafka-style error name, why)."""
+
+    def __init__(self, name: str, message: str):
+        super().__init__(message)
+        self.name = name
+        self.message = message
+
+
+def _round_trip(address: tuple[str, int], frame: bytes, timeout_s: float) -> tuple[int, bytes]:
+    """Send one frame on a fresh connection and read one size-prefixed response frame."""
+    try:
+        with socket.create_connection(address, timeout=timeout_s) as sock:
+            sock.sendall(frame)
+            head = _recv_exact(sock, 4)
+            if head is None:
+                raise _NoAnswer("NETWORK_EXCEPTION", "the broker closed the connection without answering")
+            (size,) = struct.unpack(">i", head)
+            body = _recv_exact(sock, size) if 0 <= size < 64 * 1024 * 1024 else None
+            if body is None:
+                raise _NoAnswer("NETWORK_EXCEPTION", f"the broker closed the connection mid-response (size {size})")
+            return size, body
+    except socket.timeout:
+        raise _NoAnswer("REQUEST_TIMED_OUT", f"no answer within {timeout_s} s") from None
+    except ConnectionError as exc:
+        raise _NoAnswer("NETWORK_EXCEPTION", f"connection error: {exc}") from None
+
+
 def send_frame(address: tuple[str, int], args: dict[str, Any]) -> Outcome:
     t0 = time.monotonic()
 
@@ -59,19 +87,9 @@ def send_frame(address: tuple[str, int], args: dict[str, Any]) -> Outcome:
 
     frame = build_frame(args)
     try:
-        with socket.create_connection(address, timeout=READ_TIMEOUT_S) as sock:
-            sock.sendall(frame)
-            head = _recv_exact(sock, 4)
-            if head is None:
-                return fail("NETWORK_EXCEPTION", "the broker closed the connection without answering")
-            (size,) = struct.unpack(">i", head)
-            body = _recv_exact(sock, size) if 0 <= size < 64 * 1024 * 1024 else None
-            if body is None:
-                return fail("NETWORK_EXCEPTION", f"the broker closed the connection mid-response (size {size})")
-    except socket.timeout:
-        return fail("REQUEST_TIMED_OUT", f"no answer within {READ_TIMEOUT_S} s")
-    except ConnectionError as exc:
-        return fail("NETWORK_EXCEPTION", f"connection error: {exc}")
+        size, body = _round_trip(address, frame, READ_TIMEOUT_S)
+    except _NoAnswer as exc:
+        return fail(exc.name, exc.message)
     (corr,) = struct.unpack(">i", body[:4])
     data: dict[str, Any] = {"response_size": size, "correlation_id": corr}
     if len(body) >= 6:
@@ -240,19 +258,9 @@ def send_request(address: tuple[str, int], api_name: str, version: int, body: di
         return fail("DRIVER_ERROR", f"cannot build {api_name} v{version}: {exc}")
     api = API[api_name]
     try:
-        with socket.create_connection(address, timeout=timeout_s) as sock:
-            sock.sendall(frame)
-            head = _recv_exact(sock, 4)
-            if head is None:
-                return fail("NETWORK_EXCEPTION", "the broker closed the connection without answering")
-            (size,) = struct.unpack(">i", head)
-            resp = _recv_exact(sock, size) if 0 <= size < 64 * 1024 * 1024 else None
-            if resp is None:
-                return fail("NETWORK_EXCEPTION", f"the broker closed the connection mid-response (size {size})")
-    except socket.timeout:
-        return fail("REQUEST_TIMED_OUT", f"no answer within {timeout_s} s")
-    except ConnectionError as exc:
-        return fail("NETWORK_EXCEPTION", f"connection error: {exc}")
+        size, resp = _round_trip(address, frame, timeout_s)
+    except _NoAnswer as exc:
+        return fail(exc.name, exc.message)
     try:
         _, pos = RESPONSE_HEADER.decode(api.response_header_version(version), resp, 0)
         obj, _ = api.response.decode(version, resp, pos)
