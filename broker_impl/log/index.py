@@ -40,15 +40,41 @@ def _open_append(path: str) -> int:
     return os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
 
 
-class OffsetIndex:
+class _IndexFile:
+    """The file side shared by the three indexes: entries are appended with one ``os.write``
+    on a lazily opened O_APPEND descriptor, fsynced on flush, and cut back on truncation."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._fd: int | None = None
+
+    def _write(self, entry: bytes) -> None:
+        if self._fd is None:
+            self._fd = _open_append(self.path)
+        os.write(self._fd, entry)
+
+    def _truncate_file(self, size: int) -> None:
+        self.close()
+        os.truncate(self.path, size)
+
+    def flush(self) -> None:
+        if self._fd is not None:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+class OffsetIndex(_IndexFile):
     """Sparse map relative offset -> file position for one segment."""
 
     def __init__(self, path: str, base_offset: int):
-        self.path = path
+        super().__init__(path)
         self.base_offset = base_offset
         self.offsets = array("q")  # absolute offsets
         self.positions = array("q")
-        self._fd: int | None = None
 
     # --- loading / sanity ---
     def load(self, log_size: int) -> None:
@@ -82,9 +108,7 @@ class OffsetIndex:
     def append(self, offset: int, position: int) -> None:
         if self.offsets and offset <= self.offsets[-1]:
             return
-        if self._fd is None:
-            self._fd = _open_append(self.path)
-        os.write(self._fd, _OFFSET_ENTRY.pack(offset - self.base_offset, position))
+        self._write(_OFFSET_ENTRY.pack(offset - self.base_offset, position))
         self.offsets.append(offset)
         self.positions.append(position)
 
@@ -95,8 +119,7 @@ class OffsetIndex:
             return
         del self.offsets[n:]
         del self.positions[n:]
-        self.close()
-        os.truncate(self.path, n * OFFSET_ENTRY_SIZE)
+        self._truncate_file(n * OFFSET_ENTRY_SIZE)
 
     # --- reading ---
     def lookup(self, offset: int) -> tuple[int, int]:
@@ -114,25 +137,16 @@ class OffsetIndex:
     def size_bytes(self) -> int:
         return len(self.offsets) * OFFSET_ENTRY_SIZE
 
-    def flush(self) -> None:
-        if self._fd is not None:
-            os.fsync(self._fd)
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
 
 
-class TimeIndex:
+class TimeIndex(_IndexFile):
     """Sparse map timestamp -> offset for one segment, timestamps strictly increasing."""
 
     def __init__(self, path: str, base_offset: int):
-        self.path = path
+        super().__init__(path)
         self.base_offset = base_offset
         self.timestamps = array("q")
         self.offsets = array("q")
-        self._fd: int | None = None
 
     def load(self, next_offset: int | None = None) -> None:
         with open(self.path, "rb") as f:
@@ -165,9 +179,7 @@ class TimeIndex:
             return
         if timestamp < 0:
             return
-        if self._fd is None:
-            self._fd = _open_append(self.path)
-        os.write(self._fd, _TIME_ENTRY.pack(timestamp, offset - self.base_offset))
+        self._write(_TIME_ENTRY.pack(timestamp, offset - self.base_offset))
         self.timestamps.append(timestamp)
         self.offsets.append(offset)
 
@@ -180,8 +192,7 @@ class TimeIndex:
             return
         del self.timestamps[keep:]
         del self.offsets[keep:]
-        self.close()
-        os.truncate(self.path, keep * TIME_ENTRY_SIZE)
+        self._truncate_file(keep * TIME_ENTRY_SIZE)
 
     def offset_before(self, timestamp: int) -> int:
         """Offset of the last entry whose timestamp is strictly below ``timestamp`` (every record
@@ -198,14 +209,6 @@ class TimeIndex:
     def size_bytes(self) -> int:
         return len(self.timestamps) * TIME_ENTRY_SIZE
 
-    def flush(self) -> None:
-        if self._fd is not None:
-            os.fsync(self._fd)
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
 
 
 class AbortedTxn(NamedTuple):
@@ -215,13 +218,12 @@ class AbortedTxn(NamedTuple):
     last_stable_offset: int  # LSO right after the abort
 
 
-class TransactionIndex:
+class TransactionIndex(_IndexFile):
     """Aborted transactions whose ABORT marker lies in one segment."""
 
     def __init__(self, path: str):
-        self.path = path
+        super().__init__(path)
         self.entries: list[AbortedTxn] = []
-        self._fd: int | None = None
 
     def load(self) -> None:
         if not os.path.exists(self.path):
@@ -248,9 +250,7 @@ class TransactionIndex:
     def append(self, txn: AbortedTxn) -> None:
         if self.entries and txn.last_offset <= self.entries[-1].last_offset:
             raise ValueError(f"aborted txn {txn} is not after {self.entries[-1]}")
-        if self._fd is None:
-            self._fd = _open_append(self.path)
-        os.write(self._fd, _TXN_ENTRY.pack(0, *txn))
+        self._write(_TXN_ENTRY.pack(0, *txn))
         self.entries.append(txn)
 
     def truncate_to(self, offset: int) -> None:
@@ -259,8 +259,7 @@ class TransactionIndex:
         if len(keep) == len(self.entries):
             return
         self.entries = keep
-        self.close()
-        os.truncate(self.path, len(keep) * TXN_ENTRY_SIZE)
+        self._truncate_file(len(keep) * TXN_ENTRY_SIZE)
 
     def collect_aborted_txns(self, fetch_offset: int,
                              upper_bound_offset: int) -> tuple[list[AbortedTxn], bool]:
@@ -275,11 +274,3 @@ class TransactionIndex:
                 return out, True
         return out, False
 
-    def flush(self) -> None:
-        if self._fd is not None:
-            os.fsync(self._fd)
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
