@@ -1,29 +1,41 @@
-"""Named fault points: places in the broker's code where a test can make it die or pause.
+"""Named fault points: places in the broker's code where a test can make it die or stop.
 
-Why: a conformance case says "the coordinator crashes after PrepareCommit is durable"; real
-Kafka can only approximate that with kill -9 at a lucky moment, the embedded broker can do it
-exactly. Each point is a line ``if FAULTS.armed: await FAULTS.reach("name")`` in the code: when
-nothing is armed the cost is one attribute read.
+Why: a conformance case says "the coordinator crashes (or freezes) after PrepareCommit is
+durable"; real Kafka can only approximate that with kill -9 / SIGSTOP at a lucky moment, the
+embedded broker can do it exactly. Each point is a line ``if FAULTS.armed: await
+FAULTS.reach("name")`` in the code: when nothing is armed the cost is one attribute read.
 
 Arming (broker configs, so ``--set`` on the command line works, and so does the control path
 :meth:`FaultPoints.configure`, which an AlterConfigs handler may call with ``kconform.fault*``
 keys):
 
-- ``kconform.fault``            comma-separated point names (see :data:`POINTS`)
-- ``kconform.fault.action``     ``crash`` (default): ``os._exit`` at once, nothing flushed
-                                beyond what is already durable; or ``pause``
-- ``kconform.fault.pause.ms``   how long a pause lasts (default -1: until disarmed)
-- ``kconform.fault.skip``       let the first N hits pass (default 0)
-- ``kconform.fault.exit.code``  exit status of a crash (default 86)
+- ``kconform.fault``              comma-separated point names (see :data:`POINTS`)
+- ``kconform.fault.action``       what happens when a point fires, for every listed point:
+  ``crash`` (default) -- ``os._exit`` at once, nothing flushed beyond what is already durable;
+  ``pause`` -- the process SIGSTOPs itself, as a long GC pause or a frozen VM would: every task,
+  timer and socket stops, and a SIGCONT from outside (the harness's ``resume``) continues
+  exactly where it stopped; or
+  ``hold`` -- only the coroutine at the point waits (until disarmed or ``hold.ms``) while the
+  rest of the broker keeps answering, which makes a pending transition visible to clients
+- ``kconform.fault.skip``         let the first N hits of a point pass (default 0): a point
+  fires once, at hit N+1, and every later hit passes
+- ``kconform.fault.hold.ms``      how long a ``hold`` lasts (default -1: until disarmed)
+- ``kconform.fault.<point>.action`` / ``.skip`` / ``.hold.ms``  the same for one point,
+  over the defaults above (so one case can pause at one point and crash at another)
+- ``kconform.fault.exit.code``    exit status of a crash (default 86)
 
-A crash writes one line ``kconform fault point <name> reached: crash`` to stderr first, so a
-test can tell a planned death from a bug.
+Every hit of an armed point writes one flushed line to stderr: ``kconform fault point <name>
+reached: <action>`` when it fires (before the crash or the stop, so a test can tell a planned
+death or freeze from a bug), ``kconform fault point <name> passed (hit N)`` when it lets the hit
+pass -- so a harness that restarts the broker can count the hits its earlier life saw.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
+from dataclasses import dataclass
 
 import trio
 
@@ -39,18 +51,43 @@ POINTS: dict[str, str] = {
 
 CRASH = "crash"
 PAUSE = "pause"
+HOLD = "hold"
+ACTIONS = (CRASH, PAUSE, HOLD)
+
+#: The line a point writes when it fires / lets a hit pass (the harness greps for them).
+REACHED_LINE = "kconform fault point {point} reached: {action}"
+PASSED_LINE = "kconform fault point {point} passed (hit {hit})"
+
+
+@dataclass(frozen=True)
+class Arm:
+    """How one armed point acts: what it does, and how many hits it lets pass first."""
+
+    action: str = CRASH
+    skip: int = 0
+    hold_ms: int = -1
+
+
+def _say(line: str) -> None:
+    """One line to stderr, flushed now: it must be in the log before a crash or a stop."""
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001 - a fault point must act even if stderr is gone
+        pass
 
 
 class FaultPoints:
     def __init__(self) -> None:
         self.armed = False
-        self.names: frozenset[str] = frozenset()
-        self.action = CRASH
-        self.pause_ms = -1
-        self.skip = 0
+        self.arms: dict[str, Arm] = {}
         self.exit_code = 86
         self.hits: dict[str, int] = {}
         self._release: trio.Event | None = None
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(self.arms)
 
     def configure(self, values: dict[str, str]) -> None:
         """Arm or disarm from ``kconform.fault*`` config values (unknown names raise)."""
@@ -58,17 +95,24 @@ class FaultPoints:
         unknown = [n for n in names if n not in POINTS]
         if unknown:
             raise ValueError(f"unknown fault point(s) {unknown}; known: {sorted(POINTS)}")
-        action = values.get("kconform.fault.action", CRASH)
-        if action not in (CRASH, PAUSE):
-            raise ValueError(f"kconform.fault.action={action!r}: crash or pause")
-        self.names = frozenset(names)
-        self.action = action
-        self.pause_ms = int(values.get("kconform.fault.pause.ms", "-1"))
-        self.skip = int(values.get("kconform.fault.skip", "0"))
-        self.exit_code = int(values.get("kconform.fault.exit.code", "86"))
+        for key in values:
+            if not key.startswith("kconform.fault."):
+                continue
+            rest = key[len("kconform.fault."):]
+            if rest in _SETTINGS or rest == "exit.code":
+                continue
+            point, _, setting = rest.partition(".")
+            if point not in POINTS or setting not in _SETTINGS:
+                raise ValueError(f"{key}: not a fault-point config (kconform.fault.[<point>.]"
+                                 f"{{{','.join(_SETTINGS)}}}, points {sorted(POINTS)})")
+        default = _arm(values, "kconform.fault", Arm())
+        arms = {n: _arm(values, f"kconform.fault.{n}", default) for n in names}
+        exit_code = int(values.get("kconform.fault.exit.code", "86"))
+        self.arms = arms
+        self.exit_code = exit_code
         self.hits = {}
         was_armed = self.armed
-        self.armed = bool(self.names)
+        self.armed = bool(arms)
         if was_armed and not self.armed and self._release is not None:
             self._release.set()
             self._release = None
@@ -77,28 +121,47 @@ class FaultPoints:
         self.configure({})
 
     async def reach(self, name: str, detail: str = "") -> None:
-        """Called at fault point ``name``; crashes or pauses when it is armed."""
-        if name not in self.names:
+        """Called at fault point ``name``; crashes, stops or holds when it fires."""
+        arm = self.arms.get(name)
+        if arm is None:
             return
         n = self.hits.get(name, 0) + 1
         self.hits[name] = n
-        if n <= self.skip:
+        if n <= arm.skip:
+            _say(PASSED_LINE.format(point=name, hit=n))
             return
-        msg = f"kconform fault point {name} reached: {self.action} {detail}".rstrip()
-        try:
-            sys.stderr.write(msg + "\n")
-            sys.stderr.flush()
-        except Exception:  # noqa: BLE001 - dying anyway
-            pass
-        if self.action == CRASH:
+        if n > arm.skip + 1:
+            return  # fired once already
+        _say(f"{REACHED_LINE.format(point=name, action=arm.action)} {detail}".rstrip())
+        if arm.action == CRASH:
             os._exit(self.exit_code)
+        if arm.action == PAUSE:
+            # The whole process stops here; kill() returns only once someone sends SIGCONT,
+            # and the coroutine then carries on from this very line.
+            os.kill(os.getpid(), signal.SIGSTOP)
+            _say(f"kconform fault point {name} continued")
+            return
         if self._release is None:
             self._release = trio.Event()
-        if self.pause_ms < 0:
+        if arm.hold_ms < 0:
             await self._release.wait()
         else:
-            with trio.move_on_after(self.pause_ms / 1000.0):
+            with trio.move_on_after(arm.hold_ms / 1000.0):
                 await self._release.wait()
+
+
+#: The settings a point takes, globally (kconform.fault.X) or per point (kconform.fault.<point>.X).
+_SETTINGS = ("action", "skip", "hold.ms")
+
+
+def _arm(values: dict[str, str], prefix: str, default: Arm) -> Arm:
+    action = values.get(f"{prefix}.action", default.action)
+    if action not in ACTIONS:
+        raise ValueError(f"{prefix}.action={action!r}: one of {list(ACTIONS)}")
+    skip = int(values.get(f"{prefix}.skip", default.skip))
+    if skip < 0:
+        raise ValueError(f"{prefix}.skip={skip}: 0 or more")
+    return Arm(action=action, skip=skip, hold_ms=int(values.get(f"{prefix}.hold.ms", default.hold_ms)))
 
 
 #: The process-wide fault points (one broker per process).

@@ -138,8 +138,9 @@ def _join(path: str, key: Any) -> str:
 def _topology(v: _V, raw: Any) -> m.TopologyDef:
     if raw is None:
         return m.TopologyDef()
-    raw = v.mapping(raw, "topology", {"nodes", "topics", "broker_configs"})
+    raw = v.mapping(raw, "topology", {"nodes", "topics", "broker_configs", "controller"})
     nodes = v.integer(raw.get("nodes", 1), "topology.nodes", 1)
+    controller = v.string(raw.get("controller", "combined"), "topology.controller", m.CONTROLLER_PLACEMENTS)
     topics = []
     seen = set()
     for i, t in enumerate(raw.get("topics") or []):
@@ -163,7 +164,7 @@ def _topology(v: _V, raw: Any) -> m.TopologyDef:
         if k.startswith("kconform.fault"):
             v.fail(f"topology.broker_configs.{k}",
                    "no fault-point config: describe faults as `fault:` steps (the runner arms them)")
-    return m.TopologyDef(nodes=nodes, topics=tuple(topics), broker_configs=configs)
+    return m.TopologyDef(nodes=nodes, topics=tuple(topics), broker_configs=configs, controller=controller)
 
 
 def _actors(v: _V, raw: Any, topics: set[str]) -> dict[str, m.ActorDef]:
@@ -246,11 +247,14 @@ def _node_ref(v: _V, raw: dict, role_key: str, path: str, topics: dict[str, int]
     v.string(role, _join(path, role_key), m.ROLES)
     if role == "node":
         return m.NodeRef("node", node=v.integer(raw.get("node"), _join(path, "node"), 1))
+    if role == "not_coordinator":
+        index = v.integer(raw.get("node", 1), _join(path, "node"), 1)
+        return m.NodeRef(role, of=v.string(raw.get("of"), _join(path, "of")), node=index)
     of = raw.get("of")
     if of is None:
         v.fail(_join(path, "of"), f"whose {role}: a transactional.id, a group id or topic/partition")
     of = v.string(of, _join(path, "of"))
-    if role == "leader":
+    if role in ("leader", "follower"):
         topic, _, part = of.rpartition("/")
         if topic not in topics or not part.isdigit() or int(part) >= topics[topic]:
             v.fail(_join(path, "of"), f"topic/partition of a topology topic {sorted(topics)}", of)
@@ -264,7 +268,8 @@ def _fault(v: _V, raw: Any, path: str, topics: dict[str, int]) -> m.FaultDef:
         v.fail(path, f"exactly one of {list(m.FAULT_ACTIONS) + ['proxy']}", sorted(raw))
     action = actions[0]
     if action == "proxy":
-        v.mapping(raw, path, {"proxy", "api", "direction", "nth", "delay_ms", "node", "offset", "length", "error"})
+        v.mapping(raw, path, {"proxy", "api", "direction", "nth", "delay_ms", "node", "offset", "length", "error",
+                              "from", "every"})
         pa = v.string(raw["proxy"], f"{path}.proxy", m.PROXY_ACTIONS)
         api = raw.get("api")
         if isinstance(api, int):
@@ -285,6 +290,8 @@ def _fault(v: _V, raw: Any, path: str, topics: dict[str, int]) -> m.FaultDef:
             offset=v.integer(raw.get("offset", 0), f"{path}.offset", 0),
             length=None if raw.get("length") is None else v.integer(raw["length"], f"{path}.length", 1),
             error=error,
+            source=None if raw.get("from") is None else v.string(raw["from"], f"{path}.from", m.PROXY_SOURCES),
+            every=v.boolean(raw.get("every", False), f"{path}.every"),
         )
         return m.FaultDef(action="proxy", proxy=rule)
     v.mapping(raw, path, {action, "of", "node", "at", "occurrence"})

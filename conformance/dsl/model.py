@@ -11,7 +11,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: Node roles a fault can name. The runner asks the target who holds the role *now*.
-ROLES = ("coordinator", "group_coordinator", "leader", "node")
+#: `follower`: the first replica of a partition (in Metadata's replica order) that is not its
+#: leader -- the node that falls behind in "followers lag" scenarios (S30).
+#: `not_coordinator` (with `node: N`): the N-th node, in node id order, that is not the
+#: TransactionCoordinator of the transactional.id -- "kill two brokers, but not the coordinator"
+#: (S23), whose outcome depends on whether the coordinator keeps its in-memory state.
+ROLES = ("coordinator", "group_coordinator", "leader", "follower", "not_coordinator", "node")
+#: Where the metadata quorum runs (targets/base.Topology.controller): on the brokers, or on a
+#: node of its own that no fault touches (so a majority of brokers can die, S23/S30).
+CONTROLLER_PLACEMENTS = ("combined", "dedicated")
 #: What a fault does to the node.
 FAULT_ACTIONS = ("crash", "pause", "resume", "restart", "stop")
 #: Actions that may wait for a protocol point (`at:`); the others happen right away.
@@ -30,6 +38,9 @@ PROTOCOL_POINTS = (
 #: answers it in the broker's place with a top-level `error` (S26: "the coordinator said X").
 PROXY_ACTIONS = ("hold", "drop", "delay", "sever", "corrupt", "answer")
 PROXY_DIRECTIONS = ("request", "response")
+#: `from:` of a proxy rule: who sent the request -- a client, or a broker (Kafka's inter-broker
+#: clients: replica fetchers, the TransactionMarkerChannelManager, AddPartitionsToTxnManager).
+PROXY_SOURCES = ("client", "broker")
 
 ACTOR_ROLES = ("producer", "consumer", "copier", "admin")
 
@@ -103,6 +114,7 @@ class TopologyDef:
     nodes: int = 1
     topics: tuple[TopicDef, ...] = ()
     broker_configs: dict[str, str] = field(default_factory=dict)
+    controller: str = "combined"
 
 
 @dataclass(frozen=True)
@@ -158,17 +170,23 @@ class Expect:
 
 @dataclass(frozen=True)
 class NodeRef:
-    """A node by role: the coordinator of a transactional.id, the leader of topic/partition,
-    the group coordinator of a group, or a node id."""
+    """A node by role: the coordinator of a transactional.id, the leader (or first follower) of
+    topic/partition, the group coordinator of a group, or a node id."""
 
     role: str
     of: str | None = None  # txn id, group id, or "topic/partition"
-    node: int | None = None  # role == "node"
+    node: int | None = None  # role "node": the N-th node; "not_coordinator": the N-th such node
 
     def describe(self) -> str:
         if self.role == "node":
             return f"node {self.node}"
+        if self.role == "not_coordinator":
+            return f"node #{self.node} other than the coordinator of {self.of}"
         return f"{self.role} of {self.of}"
+
+    def key(self) -> tuple:
+        """What identifies this reference when the runner remembers which node it named."""
+        return (self.role, self.of, self.node)
 
 
 @dataclass(frozen=True)
@@ -182,6 +200,8 @@ class ProxyRule:
     offset: int = 0  # corrupt: first byte after the size prefix to change
     length: int | None = None  # corrupt: how many bytes (None: to the end)
     error: str | None = None  # answer: Kafka error name the synthesized response carries
+    source: str | None = None  # `from:` client / broker (inter-broker request); None: either
+    every: bool = False  # act on the nth matching frame and on every later one
 
 
 @dataclass(frozen=True)
@@ -199,7 +219,9 @@ class FaultDef:
         if self.proxy is not None:
             p = self.proxy
             what = f" with {p.error}" if p.error else ""
-            return f"proxy {p.action} {p.direction} #{p.nth} of {p.api}{what}"
+            src = f" from {p.source}" if p.source else ""
+            nth = f"#{p.nth}" + ("+" if p.every else "")
+            return f"proxy {p.action} {p.direction} {nth} of {p.api}{src}{what}"
         where = f" at {self.at}" + (f" (#{self.occurrence})" if self.occurrence != 1 else "") if self.at else ""
         return f"{self.action} {self.target.describe()}{where}"
 
@@ -300,6 +322,8 @@ class Case:
                       "stop": "stop_node"}[f.action])
         if self.topology.nodes > 1:
             caps.add("multi_node")
+        if self.topology.controller == "dedicated":
+            caps.add("dedicated_controller")
         return caps
 
     def pinned_clients(self) -> set[str]:

@@ -10,7 +10,13 @@ direction on that connection (a held Produce request holds the requests pipeline
 exactly as a slow network would), while the other direction and other connections go on.
 
 When either side closes, or a pump fails, or a ``sever`` rule fires, both sides are closed:
-Kafka never half-closes, and a client must see its connection go away as a whole.
+Kafka never half-closes, and a client must see its connection go away as a whole. One
+exception keeps the network honest: when the client goes away (the response pump cannot write
+to it), what it sent before it went is still on the wire. A request the proxy is delaying, and
+bytes still queued behind it, reach the broker as a late packet would; the request pump closes
+both sides when it reads the client's end. Kafka processes such a request (its Selector keeps
+a closing channel until its staged receives are handled), so a client that timed out an
+EndTxn and retried it on a new connection can still have the first one applied late (S20).
 
 An ``answer`` rule swallows a request and queues the proxy's own response to it in
 :class:`.frames.PendingRequests`, behind the requests still unanswered; it reaches the client
@@ -35,6 +41,10 @@ log = logging.getLogger("kconform.proxy")
 
 #: Bytes asked of the kernel per read; large, so bulk Produce/Fetch traffic takes few reads.
 RECV_BYTES = 256 * 1024
+
+
+class _ReadFailed(Exception):
+    """Reading a pump's source failed (as opposed to writing to its destination)."""
 
 
 class _Sever(Exception):
@@ -87,17 +97,31 @@ class ProxiedConnection:
 
     # ---------------------------------------------------------------- pumping
     async def _pump(self, direction: str, src: trio.SocketStream, dst: trio.SocketStream) -> None:
+        close_all = True
         try:
             await self._frames(direction, src, dst)
             self.close_reason = self.close_reason or ("client closed" if direction == "c2b" else "broker closed")
         except _Sever as s:
             self._reset = self._reset or s.reset
             self.close_reason = self.close_reason or "severed by rule"
+        except _ReadFailed as exc:
+            self.close_reason = self.close_reason or f"{direction}: {exc.__cause__!r}"
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-            self.close_reason = self.close_reason or f"{direction}: {exc!r}"
+            if direction == "b2c":
+                self._client_gone(exc, "b2c")
+                close_all = False
+            else:
+                self.close_reason = self.close_reason or f"{direction}: {exc!r}"
         finally:
-            if self._scope is not None:
+            if close_all and self._scope is not None:
                 self._scope.cancel()
+
+    def _client_gone(self, exc: BaseException, where: str) -> None:
+        """A write to the client failed: it closed or reset its side. Nothing is closed here:
+        the request pump still owns what the client sent before (a delayed frame, bytes in the
+        socket), passes it on, and closes both sides when it reads the client's end -- which,
+        the client being gone, comes right after."""
+        self.close_reason = self.close_reason or f"{where}: client gone: {exc!r}"
 
     async def _inject_when_idle(self) -> None:
         """Send synthesized responses whose turn came while no broker response was flowing."""
@@ -110,9 +134,7 @@ class ProxiedConnection:
                     if ready:
                         await _send(self.client, ready)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-            self.close_reason = self.close_reason or f"b2c (answer): {exc!r}"
-            if self._scope is not None:
-                self._scope.cancel()
+            self._client_gone(exc, "b2c (answer)")
 
     def _injected_frames(self, items: list) -> list[bytes]:
         """Record synthesized responses in the transcript as they go out; returns their bytes."""
@@ -132,7 +154,10 @@ class ProxiedConnection:
         buf = bytearray()
         raw = False
         while True:
-            data = await src.receive_some(RECV_BYTES)
+            try:
+                data = await src.receive_some(RECV_BYTES)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                raise _ReadFailed() from exc
             if not data:
                 if buf:  # the peer closed inside a frame: pass on what it did send
                     await self._raw(direction, bytes(buf), dst)

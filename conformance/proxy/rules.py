@@ -9,10 +9,25 @@ realise the frame-level ones. A rule is data, so a case file can carry it::
     {api: Produce, direction: c2b, action: corrupt, mode: flip, offset: 0, length: 2}
 
 Matching: ``api`` (name or key; omitted = any frame), ``direction`` (``c2b`` requests,
-``b2c`` responses), optionally ``node`` (the proxy node the frame crosses) and ``client_id``
-(the request's client id; a response is matched on its request's). Every rule counts the frames
-that match it, 1-based; it acts on the ``nth`` one only, or, with ``every: true``, on the
-``nth`` and each one after it.
+``b2c`` responses), optionally ``node`` (the proxy node the frame crosses), ``client_id``
+(the request's client id; a response is matched on its request's) and ``source`` (``from`` in
+case data): ``client`` or ``broker``, who sent the request. Every rule counts the frames that
+match it, 1-based; it acts on the ``nth`` one only, or, with ``every: true``, on the ``nth``
+and each one after it.
+
+Who is a broker: when every node advertises its proxy port, brokers reach each other through
+the proxy too (``inter.broker.listener.name`` is the advertised PLAINTEXT listener). Kafka's
+inter-broker NetworkClients carry these client ids (a 3-node Kafka 4.3.1 transcript, and the
+strings in ReplicaFetcherManager, TransactionMarkerChannelManager and NetworkUtils):
+
+* ``broker-<id>-fetcher-<n>``: the replica fetchers of broker <id> (Fetch, OffsetsForLeaderEpoch);
+* ``broker-<id>-txn-marker-sender``: its TransactionMarkerChannelManager (WriteTxnMarkers);
+* ``AddPartitionsManager-client-<id>``: its AddPartitionsToTxnManager (the AddPartitionsToTxn
+  verification a partition leader sends the TransactionCoordinator, KIP-890).
+
+A request whose client id matches :data:`INTER_BROKER_CLIENT_ID` is ``broker``; any other (a
+missing client id included) is ``client``. The broker->controller channels use the CONTROLLER
+listener, which the proxy does not front.
 
 Actions:
 
@@ -43,6 +58,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
 import struct
 import threading
 import time
@@ -57,6 +73,10 @@ from .frames import FrameInfo
 
 ACTIONS = ("hold", "drop", "delay", "sever", "corrupt", "answer", "pass")
 DIRECTIONS = ("c2b", "b2c")
+#: Who sent the request a frame belongs to (``source``; ``from`` in case data).
+SOURCES = ("client", "broker")
+#: Client ids of Kafka's inter-broker NetworkClients (module doc).
+INTER_BROKER_CLIENT_ID = re.compile(r"broker-\d+-\S|AddPartitionsManager-client-\d+$")
 CORRUPT_MODES = ("flip", "random")
 SIZE_PREFIXES = ("keep", "huge", "negative")
 #: Matches kept per rule for wait_for_match / matches(); the count goes on beyond this.
@@ -78,6 +98,7 @@ class Rule:
     every: bool = False
     node: int | None = None
     client_id: str | None = None
+    source: str | None = None     # "client" / "broker": who sent the request (None: anyone)
     ms: float | None = None
     when: str = "before"
     reset: bool = False
@@ -100,6 +121,8 @@ class Rule:
             raise RuleError(f"unknown action {self.action!r}; one of {', '.join(ACTIONS)}")
         if self.direction not in DIRECTIONS:
             raise RuleError(f"direction must be c2b (request) or b2c (response), not {self.direction!r}")
+        if self.source is not None and self.source not in SOURCES:
+            raise RuleError(f"from (source) must be client or broker, not {self.source!r}")
         if self.api is not None and self.api not in API_BY_KEY:
             raise RuleError(f"unknown API key {self.api}")
         if not isinstance(self.nth, int) or self.nth < 1:
@@ -129,10 +152,13 @@ class Rule:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Rule":
-        """A rule from case data; ``dir`` is accepted for ``direction`` (the transcript's word)."""
+        """A rule from case data; ``dir`` is accepted for ``direction`` (the transcript's word)
+        and ``from`` for ``source`` (a Python keyword cannot be a field)."""
         d = dict(d)
         if "dir" in d:
             d["direction"] = d.pop("dir")
+        if "from" in d:
+            d["source"] = d.pop("from")
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
@@ -167,6 +193,8 @@ class Rule:
             return False
         if self.client_id is not None and info.client_id != self.client_id:
             return False
+        if self.source is not None and source_of(info.client_id) != self.source:
+            return False
         if self.action == "answer" and not can_answer(info.api_key, info.api_version):
             return False  # a version whose response has no top-level ErrorCode
         return True
@@ -195,6 +223,11 @@ class Rule:
         elif self.size_prefix == "negative":
             buf[0:4] = _SIZE.pack(-1)
         return bytes(buf)
+
+
+def source_of(client_id: str | None) -> str:
+    """``broker`` for a request one of Kafka's inter-broker clients sent, else ``client``."""
+    return "broker" if client_id and INTER_BROKER_CLIENT_ID.match(client_id) else "client"
 
 
 def api_key_of(name_or_key: str | int) -> int:

@@ -68,6 +68,7 @@ class ProxyNode:
         self._sock.listen(backlog)
         self.port: int = self._sock.getsockname()[1]
         self._upstream: tuple[str, int] | None = None
+        self._follow: Callable[[], tuple[str, int] | None] | None = None
         self._lock = threading.Lock()
         self._serving = False
 
@@ -84,12 +85,30 @@ class ProxyNode:
     @property
     def upstream(self) -> tuple[str, int] | None:
         with self._lock:
-            return self._upstream
+            follow, fixed = self._follow, self._upstream
+        if follow is None:
+            return fixed
+        try:
+            found = follow()
+        except Exception:  # noqa: BLE001 - the node is not known yet: "no upstream", wait
+            return None
+        return None if found is None else (found[0], int(found[1]))
 
     def set_upstream(self, host: str, port: int) -> None:
         """Where the node really listens. May change (a restarted node); new connections follow."""
         with self._lock:
             self._upstream = (host, int(port))
+            self._follow = None
+
+    def follow_upstream(self, where: Callable[[], tuple[str, int] | None]) -> None:
+        """Ask ``where()`` for the node's real address at every new connection (None: not known
+        yet, the connection waits). Why: the nodes of a cluster connect to each other through
+        their advertised (proxy) ports while the cluster is still starting, before the caller
+        could call :meth:`set_upstream` -- e.g. ``lambda: target.addresses.get(2)``, filled by
+        the target before its processes start."""
+        with self._lock:
+            self._follow = where
+            self._upstream = None
 
     def __repr__(self) -> str:
         return f"ProxyNode({self.node_id}, {self.address} -> {self.upstream})"

@@ -222,11 +222,13 @@ def build_request(api_name: str, version: int, body: dict, correlation_id: int =
 
 
 def _errors(tree: Any) -> list[str]:
-    """Names of every non-zero error_code in a decoded response, depth first."""
+    """Names of every non-zero error code in a decoded response, depth first. Kafka's schemas
+    call them ErrorCode, and PartitionErrorCode / TopicErrorCode in older versions of some
+    responses (AddPartitionsToTxn v0-3): all of them count."""
     out: list[str] = []
     if isinstance(tree, dict):
         for k, v in tree.items():
-            if k == "error_code" and isinstance(v, int) and v != 0:
+            if (k == "error_code" or k.endswith("_error_code")) and isinstance(v, int) and v != 0:
                 out.append(KAFKA_ERRORS.get(v, (f"ERROR_{v}",))[0])
             else:
                 out += _errors(v)

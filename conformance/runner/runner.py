@@ -108,7 +108,7 @@ class TargetSlot:
         self.key = None
 
     def acquire(self, case: Case, broker_configs: dict[str, str], want_proxy: bool, fresh: bool) -> tuple[Target, str]:
-        key = (case.topology.nodes, tuple(sorted(broker_configs.items())), want_proxy)
+        key = (case.topology.nodes, case.topology.controller, tuple(sorted(broker_configs.items())), want_proxy)
         reusable = (not fresh and self.name in REUSABLE_TARGETS and self.target is not None
                     and self.key == key and not self.dirty and not self.target.down)
         if reusable:
@@ -118,15 +118,20 @@ class TargetSlot:
         self.starts += 1
         workdir = self.workroot / f"{self.name}-{self.starts:03d}"
         configs = dict(broker_configs)
-        proxy = ProxyFront() if want_proxy else None
-        if proxy is not None:
-            configs.update(proxy.broker_configs())
+        # The proxy fronts every node: node i advertises proxy port i, so clients and the
+        # brokers' own connections to each other cross it. It runs before the target starts
+        # (brokers replicate from each other while the cluster is starting) and follows the
+        # addresses the target fills in.
+        proxy = ProxyFront(case.topology.nodes) if want_proxy else None
         t0 = time.monotonic()
         try:
-            bootstrap = target.start(Topology(nodes=case.topology.nodes), configs, workdir)
+            topology = Topology(nodes=case.topology.nodes, controller=case.topology.controller)
             if proxy is not None:
-                first = target.addresses[target.node_ids()[0]]
-                bootstrap = proxy.attach(first)
+                proxy.follow(target)
+            bootstrap = target.start(topology, configs, workdir,
+                                     node_configs=proxy.node_configs() if proxy is not None else None)
+            if proxy is not None:
+                bootstrap = proxy.attach(target)
         except BaseException:
             if proxy is not None:
                 proxy.stop()

@@ -11,9 +11,19 @@ controller quorum is static (controller.quorum.voters lists every node):
     so the quorum (and a new active controller, when the killed node was the active one)
     survives, and the two other brokers take over its partitions and coordinators.
 Three JVMs start faster and use less memory on a 2-core machine than the alternatives (3 brokers
-plus 1 dedicated controller would be 4 JVMs, and then that controller could not be killed
-without losing the quorum; 3 dedicated controllers would be 6 JVMs). Kafka advises against
-combined nodes in production for isolation reasons, which do not matter here.
+plus 1 dedicated controller would be 4 JVMs; 3 dedicated controllers would be 6 JVMs). Kafka
+advises against combined nodes in production for isolation reasons, which do not matter here.
+
+Topology(controller="dedicated") is the other shape: N brokers (process.roles=broker, node ids
+1..N, the nodes a case names) and one controller-only JVM (node id CONTROLLER_NODE_ID, the sole
+voter, no client listener, never the object of a fault). Killing 2 of 3 brokers then leaves the
+quorum whole, so the controller still shrinks ISRs and elects leaders -- which is what "the
+transaction log under min ISR" (S23) and unclean leader election (S30) are about; with combined
+nodes the same kill would take the quorum down and freeze the metadata instead.
+
+Per-node configs (Target.start's node_configs) go into that node's server.properties only; the
+proxy uses it to make every node advertise its own proxy port, so replica fetches and
+WriteTxnMarkers between brokers cross the proxy too.
 
 Defaults fit the node count (RF of the internal topics = min(nodes, 3), min ISR of the
 transaction log 2 on 3 nodes) and make tests fast: no initial rebalance delay, a broker session
@@ -50,6 +60,9 @@ FEATURE_KEYS = frozenset(
         "kraft.version",
     }
 )
+#: Node id of the controller-only JVM of a dedicated-controller topology (outside 1..N, so the
+#: case's `node: N` and every broker id stay what they are in the combined shape).
+CONTROLLER_NODE_ID = 1000
 STORAGE_TOOL = "kafka.tools.StorageTool"
 MAIN_CLASS = "kafka.Kafka"
 HOST = "127.0.0.1"
@@ -112,7 +125,10 @@ class ApacheKafkaTarget(LocalProcessTarget):
     name = "apache-kafka"
     # wire_markers: Kafka's coordinator sends WriteTxnMarkers through the network client, even to
     # itself on one node, so proxy rules on WriteTxnMarkers act there.
-    static_capabilities = frozenset({"kill", "pause", "restart", "stop_node", "multi_node", "wire_markers"})
+    static_capabilities = frozenset(
+        {"kill", "pause", "restart", "stop_node", "multi_node", "dedicated_controller", "wire_markers"}
+    )
+    per_node_configs = True
     ready_timeout = 120.0
     prewarm_coordinators = True
     stop_grace = 10.0
@@ -192,10 +208,12 @@ class ApacheKafkaTarget(LocalProcessTarget):
         self.lib = resolve_kafka(self._version)
         self.timings["resolve"] = round(time.monotonic() - t0, 3)
         n = topology.nodes
-        node_ids = list(range(1, n + 1))
-        ports = free_ports(2 * n)
-        client_ports = dict(zip(node_ids, ports[:n]))
-        self.controller_ports = dict(zip(node_ids, ports[n:]))
+        broker_ids = list(range(1, n + 1))
+        dedicated = topology.controller == "dedicated"
+        voter_ids = [CONTROLLER_NODE_ID] if dedicated else broker_ids
+        ports = free_ports(n + len(voter_ids))
+        client_ports = dict(zip(broker_ids, ports[:n]))
+        self.controller_ports = dict(zip(voter_ids, ports[n:]))
         self.cluster_id = kafka_uuid()
 
         features = {k: v for k, v in broker_configs.items() if k in FEATURE_KEYS}
@@ -204,35 +222,54 @@ class ApacheKafkaTarget(LocalProcessTarget):
         configs.update(
             {k: v for k, v in broker_configs.items() if k not in FEATURE_KEYS and k != "metadata.version"}
         )
-        voters = ",".join(f"{i}@{HOST}:{self.controller_ports[i]}" for i in node_ids)
-
-        for i in node_ids:
+        voters = ",".join(f"{i}@{HOST}:{self.controller_ports[i]}" for i in voter_ids)
+        common = {
+            "controller.quorum.voters": voters,
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "controller.listener.names": "CONTROLLER",
+        }
+        node_props: dict[int, dict[str, str]] = {}
+        for i in broker_ids:
+            listeners = [f"PLAINTEXT://{HOST}:{client_ports[i]}"]
+            if not dedicated:
+                listeners.append(f"CONTROLLER://{HOST}:{self.controller_ports[i]}")
+            node_props[i] = {
+                "process.roles": "broker" if dedicated else "broker,controller",
+                "node.id": str(i),
+                **common,
+                "listeners": ",".join(listeners),
+                "advertised.listeners": f"PLAINTEXT://{HOST}:{client_ports[i]}",
+                "inter.broker.listener.name": "PLAINTEXT",
+                **configs,
+                **self.node_configs.get(i, {}),
+            }
+            self.addresses[i] = (HOST, client_ports[i])
+        if dedicated:
+            node_props[CONTROLLER_NODE_ID] = {
+                "process.roles": "controller",
+                "node.id": str(CONTROLLER_NODE_ID),
+                **common,
+                "listeners": f"CONTROLLER://{HOST}:{self.controller_ports[CONTROLLER_NODE_ID]}",
+                # Broker-side settings the controller acts on (it decides unclean elections,
+                # ISR shrinks and which brokers are fenced); it ignores the rest.
+                **{k: v for k, v in configs.items() if k != "advertised.listeners"},
+            }
+        for i, props in node_props.items():
             d = self._node_dir(i)
             (d / "data").mkdir(parents=True, exist_ok=True)
-            props = {
-                "process.roles": "broker,controller",
-                "node.id": str(i),
-                "controller.quorum.voters": voters,
-                "listeners": f"PLAINTEXT://{HOST}:{client_ports[i]},CONTROLLER://{HOST}:{self.controller_ports[i]}",
-                "advertised.listeners": f"PLAINTEXT://{HOST}:{client_ports[i]}",
-                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-                "inter.broker.listener.name": "PLAINTEXT",
-                "controller.listener.names": "CONTROLLER",
-                "log.dirs": str(d / "data"),
-                **configs,
-            }
+            props["log.dirs"] = str(d / "data")
             (d / "server.properties").write_text(
                 "# Generated by kconform (apache-kafka target)\n"
                 + "".join(f"{k}={v}\n" for k, v in props.items())
             )
             (d / "log4j2.properties").write_text(self._log4j2(d / "server.log"))
-            self.addresses[i] = (HOST, client_ports[i])
 
         t0 = time.monotonic()
-        self._format(node_ids, features, release)
+        self._format(list(node_props), features, release)
         self.timings["format"] = round(time.monotonic() - t0, 3)
 
-        for i in node_ids:
+        # The controller first: brokers register with it as soon as they start.
+        for i in sorted(node_props, reverse=dedicated):
             d = self._node_dir(i)
             argv = [
                 self._java(),
@@ -249,7 +286,7 @@ class ApacheKafkaTarget(LocalProcessTarget):
             proc = NodeProcess(argv, d / "stdout.log", cwd=d, env=self._env())
             self.procs[i] = proc
             proc.start()
-        for i in node_ids:
+        for i in node_props:
             self._wait_listening(i)
 
     def _env(self) -> dict[str, str]:
@@ -294,7 +331,8 @@ class ApacheKafkaTarget(LocalProcessTarget):
 
     def _wait_listening(self, node_id: int) -> None:
         proc = self.procs[node_id]
-        host, port = self.addresses[node_id]
+        # A controller-only node has no client listener: its quorum port is what it opens.
+        host, port = self.addresses.get(node_id) or (HOST, self.controller_ports[node_id])
 
         def probe():
             if not proc.running():

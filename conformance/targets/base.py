@@ -22,6 +22,7 @@ from typing import Callable, ClassVar, Collection, TypeVar
 
 import kafka.errors
 
+from ..dsl.model import CONTROLLER_PLACEMENTS
 from . import wire
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ CAPABILITIES = frozenset(
         "restart",  # start a node again with the same data and ports
         "stop_node",  # clean (SIGTERM) shutdown of one node
         "multi_node",  # Topology(nodes > 1)
+        "dedicated_controller",  # Topology(controller="dedicated"): the metadata quorum on its own node
         "fault_points",  # named fault points inside the broker (embedded only)
         "describe_transactions",
         "list_transactions",
@@ -105,10 +107,20 @@ class TopicSpec:
     configs: dict[str, str] = field(default_factory=dict)
 
 
+#: Where the cluster's metadata quorum (KRaft controllers) runs. "combined": on the broker nodes
+#: themselves (fewest processes; killing a majority of the nodes also loses the quorum);
+#: "dedicated": on a node of its own that no fault touches, so any number of brokers can die
+#: while the cluster can still elect leaders and shrink ISRs -- what S23 (2 of 3 brokers down)
+#: and S30 (unclean leader election) need. The words are conformance/dsl/model.py's.
 @dataclass
 class Topology:
     nodes: int = 1
     topics: list[TopicSpec] = field(default_factory=list)
+    controller: str = "combined"
+
+    def __post_init__(self) -> None:
+        if self.controller not in CONTROLLER_PLACEMENTS:
+            raise ValueError(f"controller must be one of {CONTROLLER_PLACEMENTS}, not {self.controller!r}")
 
 
 def wait_until(
@@ -156,6 +168,7 @@ class Target(abc.ABC):
         self.bootstrap: str | None = None
         self.topology: Topology | None = None
         self.broker_configs: dict[str, str] = {}
+        self.node_configs: dict[int, dict[str, str]] = {}
         self.workdir: Path | None = None
         self._discovered: frozenset[str] = frozenset()
         self._finalized_features: dict[str, int] = {}
@@ -187,8 +200,17 @@ class Target(abc.ABC):
             raise NotApplicable(f"target {self.name!r} cannot {action}: it lacks capability {capability!r}")
 
     # ----------------------------------------------------------------- life cycle
-    def start(self, topology: Topology, broker_configs: dict[str, str], workdir: Path) -> str:
+    def start(
+        self,
+        topology: Topology,
+        broker_configs: dict[str, str],
+        workdir: Path,
+        node_configs: dict[int, dict[str, str]] | None = None,
+    ) -> str:
         """Start the cluster, create the topology's topics, return the bootstrap address.
+
+        node_configs: broker configs for one node only, by node id (1..nodes), over
+        broker_configs -- e.g. each node's `advertised.listeners` naming its own proxy port.
 
         Returns only when every node sees every node, and every partition of every topic
         has a leader on every node's metadata. On any failure the processes already started
@@ -203,9 +225,18 @@ class Target(abc.ABC):
             raise NotApplicable(
                 f"target {self.name!r} runs a single node; the case needs {topology.nodes}"
             )
+        if topology.controller == "dedicated" and "dedicated_controller" not in self.static_capabilities:
+            raise NotApplicable(f"target {self.name!r} cannot run its metadata quorum on a dedicated node")
         if self.bootstrap is not None:
             raise RuntimeError(f"target {self.name!r} is already started")
         self.topology = topology
+        self.node_configs = {int(k): dict(v) for k, v in (node_configs or {}).items()}
+        unknown = sorted(set(self.node_configs) - set(range(1, topology.nodes + 1)))
+        if unknown:
+            raise ValueError(f"node_configs names node(s) {unknown}; the topology has nodes 1..{topology.nodes}")
+        if not self.per_node_configs:
+            # One-node targets take node 1's configs like any other broker config.
+            broker_configs = {**broker_configs, **self.node_configs.get(1, {})}
         self.broker_configs = dict(broker_configs)
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -237,6 +268,10 @@ class Target(abc.ABC):
             raise
         self.timings["total"] = round(time.monotonic() - t0, 3)
         return self.bootstrap
+
+    #: True where _launch reads self.node_configs itself (a process per node); otherwise start()
+    #: merges node 1's configs into broker_configs (single-node targets).
+    per_node_configs: ClassVar[bool] = False
 
     def _available(self) -> tuple[bool, str]:
         """availability() for this instance (constructor arguments may make a difference)."""
@@ -351,6 +386,17 @@ class Target(abc.ABC):
         from .admin import partition_leader
 
         return partition_leader(self._live_bootstrap(), topic, partition)
+
+    def partition_replicas(self, topic: str, partition: int) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+        """(leader, replicas, isr) of a partition as a live node's Metadata says now."""
+        md = self._ask_live_nodes(f"Metadata({topic!r})", lambda a: wire.metadata(a, [topic]))
+        t = md.topics.get(topic)
+        if t is None or t.error_code:
+            raise KeyError(f"unknown topic {topic!r}")
+        p = next((p for p in t.partitions if p.partition == partition), None)
+        if p is None:
+            raise KeyError(f"topic {topic!r} has no partition {partition}")
+        return p.leader, p.replicas, p.isr
 
     def _live_bootstrap(self) -> str:
         live = self.live_addresses()

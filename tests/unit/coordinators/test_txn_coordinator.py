@@ -58,6 +58,18 @@ def produce(node, topic, partition, pid, epoch, seq, txn=True):
     return plog.append(batch)
 
 
+async def open_txn(node, tid, partitions, tv=None):
+    """init_producer_id, AddPartitionsToTxn and one record per partition: an Ongoing
+    transaction; returns (coordinator, producer id, epoch)."""
+    c = node.txn_coordinator
+    _, pid, epoch = await c.init_producer_id(tid, 60000, None)
+    extra = () if tv is None else (tv,)
+    assert await c.add_partitions(tid, pid, epoch, set(partitions), *extra) == Errors.NONE
+    for topic, partition in sorted(partitions):
+        produce(node, topic, partition, pid, epoch, 0)
+    return c, pid, epoch
+
+
 async def settle(coord):
     with trio.fail_after(5):
         while coord.markers.in_flight:
@@ -211,11 +223,7 @@ async def test_timeout_abort_tv2_bumps_once_and_old_epoch_reads_as_retry(tmp_pat
 async def test_prepare_commit_is_completed_after_restart(tmp_path, nursery):
     node = await started(tmp_path, nursery)
     node.topics.create("t", 2)
-    c = node.txn_coordinator
-    _, pid, e0 = await c.init_producer_id("tx", 60000, None)
-    await c.add_partitions("tx", pid, e0, {("t", 0), ("t", 1)})
-    produce(node, "t", 0, pid, e0, 0)
-    produce(node, "t", 1, pid, e0, 0)
+    c, pid, e0 = await open_txn(node, "tx", {("t", 0), ("t", 1)})
     # PrepareCommit made durable, then "crash" before any marker
     md = c.txn_manager.get("tx")
     transit = md.prepare_abort_or_commit(S.PREPARE_COMMIT, TV_0, -1, 1, False)

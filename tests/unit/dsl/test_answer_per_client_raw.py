@@ -191,3 +191,14 @@ def test_library_covers_the_error_injection_and_raw_scenarios():
     assert errors == {"COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS",
                       "CONCURRENT_TRANSACTIONS", "UNKNOWN_PRODUCER_ID", "INVALID_PRODUCER_ID_MAPPING",
                       "INVALID_PRODUCER_EPOCH", "PRODUCER_FENCED", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"}
+
+
+def test_raw_outcome_sees_partition_error_codes():
+    """AddPartitionsToTxn v0-3 puts its errors in PartitionErrorCode: a raw step's `error` must
+    name them (a CONCURRENT_TRANSACTIONS there once passed for NONE)."""
+    from conformance.runner.raw import _errors
+
+    response = {"throttle_time_ms": 0, "results": [
+        {"name": "t1", "results": [{"partition_index": 0, "partition_error_code": 51}]}]}
+    assert _errors(response) == ["CONCURRENT_TRANSACTIONS"]
+    assert _errors({"error_code": 0, "topics": [{"topic_error_code": 0}]}) == []
