@@ -51,7 +51,9 @@ def ensure_allure(timeout: float = 600.0) -> Path:
             raise RuntimeError("the Allure report needs npm (Node.js) to install allure-commandline")
         for n in ("package.json", "package-lock.json"):
             shutil.copyfile(PINNED / n, home / n)
-        proc = subprocess.run(["npm", "ci", "--prefix", str(home), "--no-audit", "--no-fund"],
+        # Run in the cache directory rather than with --prefix: --prefix also moves npm's
+        # global config to <prefix>/etc/npmrc, losing the machine's (its registry, proxy, cafile).
+        proc = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=home,
                               capture_output=True, text=True, timeout=timeout)
         if proc.returncode != 0 or not exe.exists():
             raise RuntimeError(f"npm ci of allure-commandline failed ({proc.returncode}):\n"

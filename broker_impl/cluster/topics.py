@@ -10,7 +10,6 @@ Kafka.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import uuid
@@ -18,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..protocol.errors import Errors, KafkaError
+from .durable_file import replace_durably
 
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_NAME_LENGTH = 249
@@ -39,12 +39,29 @@ def validate_topic_name(name: str) -> None:
                          "ASCII alphanumerics, '.', '_' and '-'")
 
 
+def by_topic(partitions) -> dict[str, list[int]]:
+    """``{topic: [partition, ...]}`` of ``(topic, partition)`` pairs, in the order given (pass
+    them sorted for the layout Kafka writes and answers with)."""
+    out: dict[str, list[int]] = {}
+    for topic, partition in partitions:
+        out.setdefault(topic, []).append(partition)
+    return out
+
+
 @dataclass
 class Partition:
     topic: str
     index: int
     log: object                 # broker_impl.log.PartitionLog
     leader_epoch: int = 0
+
+    def check_current_leader_epoch(self, current: int):
+        """Kafka's Partition.checkCurrentLeaderEpoch: a request naming the leader epoch it
+        expects (-1: any) gets FENCED_LEADER_EPOCH when that epoch is older than ours and
+        UNKNOWN_LEADER_EPOCH when newer; None when it may go on."""
+        if current == -1 or current == self.leader_epoch:
+            return None
+        return Errors.FENCED_LEADER_EPOCH if current < self.leader_epoch else Errors.UNKNOWN_LEADER_EPOCH
 
 
 @dataclass
@@ -79,17 +96,7 @@ class TopicRegistry:
     def _save(self) -> None:
         data = [{"name": t.name, "id": t.topic_id.hex(), "partitions": len(t.partitions), "configs": t.configs}
                 for t in self.topics.values()]
-        tmp = self._file.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._file)
-        dfd = os.open(self.data_dir, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        replace_durably(self._file, json.dumps(data, indent=1))
 
     def _open(self, name: str, topic_id: bytes, partitions: int, configs: dict[str, str]) -> Topic:
         topic = Topic(name, topic_id, dict(configs))

@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from ..cluster.topics import by_topic
 from ..log import records as rec
 from ..protocol.errors import Errors, KafkaError
 from .group_metadata import (
@@ -45,12 +46,6 @@ log = logging.getLogger("kconform.broker.group")
 #: member parked in JoinGroup is dropped after this long if the rebalance still waits.
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 INVALID_OFFSET = -1
-
-#: Defaults of Kafka settings that BrokerConfig does not list (read with .values.get).
-_EXTRA_DEFAULTS = {
-    "offsets.retention.check.interval.ms": 600000,
-    "offset.metadata.max.bytes": 4096,
-}
 
 
 @dataclass(slots=True)
@@ -93,10 +88,8 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ configuration
     def _cfg(self, name: str) -> int:
-        values = self.broker.config.values
-        if name in values:
-            return int(values[name])
-        return int(_EXTRA_DEFAULTS[name])
+        # Read on every use: a test (or an operator) may change a setting on a running broker.
+        return self.broker.config.int(name)
 
     @property
     def min_session_timeout_ms(self) -> int:
@@ -567,15 +560,18 @@ class GroupCoordinator:
                 self.timer.cancel(self._hb_key(group_id, mid))
             self._prepare_rebalance(group)
 
-    def _remove_member_and_update_group(self, group: ClassicGroup, member: ClassicGroupMember) -> None:
-        # A parked JoinGroup of the removed member gets UNKNOWN_MEMBER_ID, so that a live
-        # client simply joins again.
+    def _remove_member(self, group: ClassicGroup, member: ClassicGroupMember) -> None:
+        """Drop ``member`` and its heartbeat deadline. A parked JoinGroup/SyncGroup of the
+        member gets UNKNOWN_MEMBER_ID, so that a live client simply joins again."""
         self._complete_join_waiter(group, member, JoinResult(Errors.UNKNOWN_MEMBER_ID, UNKNOWN_MEMBER_ID))
         if member.sync_waiter is not None:
             member.sync_waiter.complete(SyncResult(Errors.UNKNOWN_MEMBER_ID))
             member.sync_waiter = None
         self.timer.cancel(self._hb_key(group.group_id, member.member_id))
         group.remove(member.member_id)
+
+    def _remove_member_and_update_group(self, group: ClassicGroup, member: ClassicGroupMember) -> None:
+        self._remove_member(group, member)
         if group.is_in(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             self._maybe_prepare_rebalance_or_complete_join(group)
         elif group.is_in(GroupState.PREPARING_REBALANCE) and group.has_all_members_joined():
@@ -721,14 +717,8 @@ class GroupCoordinator:
         return Errors.NONE, errors
 
     def _remove_current_member(self, group: ClassicGroup, member_id: str) -> None:
-        member = group.members[member_id]
-        self.timer.cancel(self._hb_key(group.group_id, member_id))
         log.info("member %s left group %s", member_id, group.group_id)
-        self._complete_join_waiter(group, member, JoinResult(Errors.UNKNOWN_MEMBER_ID, UNKNOWN_MEMBER_ID))
-        if member.sync_waiter is not None:
-            member.sync_waiter.complete(SyncResult(Errors.UNKNOWN_MEMBER_ID))
-            member.sync_waiter = None
-        group.remove(member_id)
+        self._remove_member(group, group.members[member_id])
 
     # ------------------------------------------------------------------ Describe / List
     def describe_group(self, group_id: str, api_version: int) -> DescribedGroup:
@@ -853,10 +843,7 @@ class GroupCoordinator:
         cache = self.offsets.get(group_id, {}) if group is not None and not group.is_in(GroupState.DEAD) else {}
         out = []
         if topics is None:
-            by_topic: dict[str, list[int]] = {}
-            for (t, p) in sorted(cache):
-                by_topic.setdefault(t, []).append(p)
-            topics = list(by_topic.items())
+            topics = list(by_topic(sorted(cache)).items())
         for topic, partitions in topics:
             parts = []
             for p in partitions:
@@ -1019,11 +1006,6 @@ class GroupCoordinator:
             return
         for group_id, offs in staged.items():
             self.offsets.setdefault(group_id, {}).update(offs)
-
-    def txn_offset_partitions(self, producer_id: int) -> set[int]:
-        """``__consumer_offsets`` partitions holding pending offsets of this producer (where the
-        transaction coordinator must write its markers)."""
-        return {self.store.partition_for(g) for g in self.pending_txn_offsets.get(producer_id, {})}
 
     # ------------------------------------------------------------------ offset retention
     @staticmethod

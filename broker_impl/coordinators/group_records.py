@@ -30,23 +30,6 @@ GroupMetadataValue = DATA["GroupMetadataValue"]
 MemberMetadata = GroupMetadataValue.cls.MemberMetadata
 
 
-def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode`` (over UTF-16 code units, 32-bit overflow)."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_for(group_id: str, num_partitions: int) -> int:
-    """Kafka's ``Utils.abs(groupId.hashCode()) % offsets.topic.num.partitions``
-    (``Utils.abs`` maps Integer.MIN_VALUE to 0)."""
-    h = java_string_hash(group_id)
-    h = 0 if h == -(1 << 31) else abs(h)
-    return h % num_partitions
-
-
 @dataclass(slots=True)
 class OffsetAndMetadata:
     """One committed offset, as Kafka's ``OffsetAndMetadata`` in the coordinator."""

@@ -22,7 +22,7 @@ from ..log import records as rec
 from ..log.errors import LogError
 from ..log.producer_state import AppendOrigin
 from ..protocol.errors import Errors, KafkaError
-from .group_records import partition_for
+from .partitioner import partition_for
 
 log = logging.getLogger("kconform.broker.group.store")
 

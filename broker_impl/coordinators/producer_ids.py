@@ -9,8 +9,9 @@ one — reuse would make an old producer's state apply to a new producer.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from ..cluster.durable_file import replace_durably
 
 BLOCK_SIZE = 1000
 
@@ -28,12 +29,7 @@ class ProducerIdManager:
 
     def _reserve(self) -> None:
         end = self._next + BLOCK_SIZE
-        tmp = self._file.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            f.write(str(end))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._file)
+        replace_durably(self._file, str(end))
         self._block_end = end
 
     def generate(self) -> int:

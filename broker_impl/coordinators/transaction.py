@@ -17,11 +17,12 @@ import logging
 
 import trio
 
+from ..cluster.topics import by_topic
 from ..faults import FAULTS
 from ..handlers.api_versions import SUPPORTED_FEATURES
 from ..log import records as rec
 from ..protocol.errors import Errors
-from .transaction_log import java_string_hash
+from .partitioner import partition_for
 from .transaction_markers import GROUP_METADATA_TOPIC, TransactionMarkerChannelManager
 from .transaction_metadata import (
     NO_PRODUCER_EPOCH,
@@ -55,9 +56,9 @@ _RETRY_AS_NOT_ENOUGH_REPLICAS = frozenset({
     Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR})
 
 
-def group_partition_for(group_id: str, num_partitions: int) -> int:
-    h = java_string_hash(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
+def _fail(error: int) -> tuple[int, int, int]:
+    """An InitProducerId/EndTxn answer without a producer id and epoch."""
+    return error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
 
 
 class TransactionCoordinator:
@@ -113,34 +114,15 @@ class TransactionCoordinator:
         now = now_ms()
         for t in list(self.broker.topics.topics.values()):
             for p in t.partitions:
-                fn = getattr(p.log, "remove_expired_producers", None)
-                if fn is not None:
-                    fn(now)
+                p.log.remove_expired_producers(now)
 
     # ================================================================== InitProducerId
-    async def handle_init_producer_id(self, ctx, req):
-        R = ctx.api.Response
-        expected = None
-        pid = getattr(req, "producer_id", NO_PRODUCER_ID) if ctx.version >= 3 else NO_PRODUCER_ID
-        epoch = getattr(req, "producer_epoch", NO_PRODUCER_EPOCH) if ctx.version >= 3 else NO_PRODUCER_EPOCH
-        if pid == NO_PRODUCER_ID and epoch == NO_PRODUCER_EPOCH:
-            expected = None
-        elif pid == NO_PRODUCER_ID or epoch == NO_PRODUCER_EPOCH:
-            return R(throttle_time_ms=0, error_code=Errors.INVALID_REQUEST, producer_id=-1, producer_epoch=-1)
-        else:
-            expected = (pid, epoch)
-        err, pid, epoch = await self.init_producer_id(req.transactional_id, req.transaction_timeout_ms, expected)
-        if ctx.version < 4 and err == Errors.PRODUCER_FENCED:
-            err = Errors.INVALID_PRODUCER_EPOCH
-        return R(throttle_time_ms=0, error_code=err, producer_id=pid, producer_epoch=epoch)
-
     async def init_producer_id(self, transactional_id: str, timeout_ms: int,
                                expected: tuple[int, int] | None) -> tuple[int, int, int]:
-        fail = lambda e: (e, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)  # noqa: E731
         if transactional_id == "":
-            return fail(Errors.INVALID_REQUEST)
+            return _fail(Errors.INVALID_REQUEST)
         if not self.txn_manager.validate_transaction_timeout_ms(timeout_ms):
-            return fail(Errors.INVALID_TRANSACTION_TIMEOUT)
+            return _fail(Errors.INVALID_TRANSACTION_TIMEOUT)
         tm = self.txn_manager
         try:
             md = tm.get(transactional_id)
@@ -151,15 +133,15 @@ class TransactionCoordinator:
             coordinator_epoch = tm.coordinator_epoch
             transit = self._prepare_init_producer_id_transit(md, timeout_ms, expected)
         except CoordinatorError as exc:
-            return fail(exc.code)
+            return _fail(exc.code)
         if transit.txn_state is S.PREPARE_EPOCH_FENCE:
             err, _, _ = await self._end_transaction(transactional_id, transit.producer_id, transit.producer_epoch,
                                                     commit=False, is_from_client=False,
                                                     client_tv=tm.transaction_version_level())
-            return fail(err if err != Errors.NONE else Errors.CONCURRENT_TRANSACTIONS)
+            return _fail(err if err != Errors.NONE else Errors.CONCURRENT_TRANSACTIONS)
         err = tm.append_transaction_to_log(transactional_id, coordinator_epoch, transit)
         if err != Errors.NONE:
-            return fail(err)
+            return _fail(err)
         log.info("initialized %s: producer id %d epoch %d", transactional_id, transit.producer_id,
                  transit.producer_epoch)
         return Errors.NONE, transit.producer_id, transit.producer_epoch
@@ -201,9 +183,10 @@ class TransactionCoordinator:
             return Errors.PRODUCER_FENCED
         if md.pending_transition_in_progress or md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             return Errors.CONCURRENT_TRANSACTIONS
-        if md.state is S.ONGOING and set(partitions) <= md.topic_partitions:
+        partitions = set(partitions)
+        if md.state is S.ONGOING and partitions <= md.topic_partitions:
             return Errors.NONE
-        transit = md.prepare_add_partitions(set(partitions), now_ms(), client_tv)
+        transit = md.prepare_add_partitions(partitions, now_ms(), client_tv)
         return tm.append_transaction_to_log(transactional_id, tm.coordinator_epoch, transit)
 
     def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
@@ -234,16 +217,15 @@ class TransactionCoordinator:
 
     async def _end_transaction(self, transactional_id, producer_id, producer_epoch, commit,
                                is_from_client, client_tv) -> tuple[int, int, int]:
-        fail = lambda e: (e, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)  # noqa: E731
         if not transactional_id:
-            return fail(Errors.INVALID_REQUEST)
+            return _fail(Errors.INVALID_REQUEST)
         tm = self.txn_manager
         try:
             md = tm.get(transactional_id)
         except CoordinatorError as exc:
-            return fail(exc.code)
+            return _fail(exc.code)
         if md is None:
-            return fail(Errors.INVALID_PRODUCER_ID_MAPPING)
+            return _fail(Errors.INVALID_PRODUCER_ID_MAPPING)
         coordinator_epoch = tm.coordinator_epoch
         current = (md.producer_id, md.producer_epoch)
         try:
@@ -253,8 +235,8 @@ class TransactionCoordinator:
                 decision = self._decide_end_txn_v1(md, producer_id, producer_epoch, commit, is_from_client)
         except CoordinatorError as exc:
             if exc.code == Errors.NONE:
-                return (Errors.NONE, *current) if supports_epoch_bump(client_tv) else fail(Errors.NONE)
-            return fail(exc.code)
+                return (Errors.NONE, *current) if supports_epoch_bump(client_tv) else _fail(Errors.NONE)
+            return _fail(exc.code)
         is_epoch_fence, transit = decision
         if FAULTS.armed and is_from_client:
             await FAULTS.reach("before_prepare_append", transactional_id)
@@ -262,18 +244,18 @@ class TransactionCoordinator:
         if err != Errors.NONE:
             if is_epoch_fence and tm.get(transactional_id) is md and tm.coordinator_epoch == coordinator_epoch:
                 md.has_failed_epoch_fence = True
-            return fail(err)
+            return _fail(err)
         if FAULTS.armed:
             await FAULTS.reach("after_prepare_durable", transactional_id)
         # sendTxnMarkersCallback: re-check, then prepare Complete* and hand over to the markers.
         if tm.coordinator_epoch != coordinator_epoch or tm.get(transactional_id) is not md:
-            return fail(Errors.NOT_COORDINATOR)
+            return _fail(Errors.NOT_COORDINATOR)
         if md.producer_id != producer_id and not supports_epoch_bump(client_tv):
-            return fail(Errors.INVALID_PRODUCER_ID_MAPPING)
+            return _fail(Errors.INVALID_PRODUCER_ID_MAPPING)
         if md.pending_transition_in_progress:
-            return fail(Errors.CONCURRENT_TRANSACTIONS)
+            return _fail(Errors.CONCURRENT_TRANSACTIONS)
         if md.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT) or (md.state is S.PREPARE_COMMIT) != commit:
-            return fail(Errors.INVALID_TXN_STATE)
+            return _fail(Errors.INVALID_TXN_STATE)
         complete = md.prepare_complete(now_ms())
         result = (Errors.NONE, md.producer_id, md.producer_epoch)
         done = self.markers.add_txn_markers_to_send(coordinator_epoch, commit, md, complete)
@@ -283,7 +265,7 @@ class TransactionCoordinator:
             await FAULTS.reach("before_end_txn_response", transactional_id)
         if supports_epoch_bump(client_tv):
             return result
-        return fail(Errors.NONE)
+        return _fail(Errors.NONE)
 
     def _decide_end_txn_v1(self, md, producer_id, producer_epoch, commit, is_from_client):
         """endTransactionWithTV1: strict epoch equality for clients; raises CoordinatorError
@@ -410,10 +392,7 @@ class TransactionCoordinator:
         if md is None or md.state is S.DEAD:
             out.error_code = Errors.TRANSACTIONAL_ID_NOT_FOUND
             return out
-        by_topic: dict[str, list[int]] = {}
-        for topic, p in sorted(md.topic_partitions):
-            by_topic.setdefault(topic, []).append(p)
-        out.topics = [T.TopicData(topic=t, partitions=ps) for t, ps in by_topic.items()]
+        out.topics = [T.TopicData(topic=t, partitions=ps) for t, ps in by_topic(sorted(md.topic_partitions)).items()]
         out.producer_id = md.producer_id
         out.producer_epoch = md.producer_epoch
         out.transaction_state = md.state.state_name
@@ -455,6 +434,14 @@ class TransactionCoordinator:
         """KIP-890: before the first transactional batch of a producer lands on a partition,
         ask the coordinator whether the partition is in the transaction (part 1), or add it
         (part 2, Produce v12+). Returns the Produce error code, or None to go on."""
+        # The cheap request-level checks first: most produce requests are not transactional,
+        # and their batch header is then left for the log to read.
+        tid = getattr(req, "transactional_id", None)
+        if tid is None:
+            return None
+        op = ADD_PARTITION if ctx.version >= 12 else GENERIC_ERROR_SUPPORTED if ctx.version >= 11 else DEFAULT_ERROR
+        if op != ADD_PARTITION and not self.verification_enabled:
+            return None
         records = pd.records
         if records is None or len(records) < rec.RECORD_BATCH_OVERHEAD:
             return None
@@ -463,12 +450,6 @@ class TransactionCoordinator:
         except Exception:  # noqa: BLE001 - malformed batches are refused by the log
             return None
         if not h.is_transactional or h.producer_id < 0:
-            return None
-        tid = getattr(req, "transactional_id", None)
-        if tid is None:
-            return None
-        op = ADD_PARTITION if ctx.version >= 12 else GENERIC_ERROR_SUPPORTED if ctx.version >= 11 else DEFAULT_ERROR
-        if op != ADD_PARTITION and not self.verification_enabled:
             return None
         plog = topic.partitions[pd.index].log
         entry = plog.producer_state.last_entry(h.producer_id)
@@ -495,4 +476,11 @@ class TransactionCoordinator:
         return err
 
     def offsets_partition(self, group_id: str) -> tuple[str, int]:
-        return GROUP_METADATA_TOPIC, group_partition_for(group_id, self.broker.config.int("offsets.topic.num.partitions"))
+        """The ``__consumer_offsets`` partition the group coordinator writes ``group_id``'s
+        offsets to (Kafka's ``groupCoordinator.partitionFor``): the markers must land where
+        the transactional offsets are, so an existing topic's own partition count wins over
+        ``offsets.topic.num.partitions``."""
+        gc = getattr(self.broker, "group_coordinator", None)
+        if gc is not None:
+            return GROUP_METADATA_TOPIC, gc.store.partition_for(group_id)
+        return GROUP_METADATA_TOPIC, partition_for(group_id, self.broker.config.int("offsets.topic.num.partitions"))

@@ -10,7 +10,9 @@ read this broker's transaction log.
 from __future__ import annotations
 
 import struct
+from functools import lru_cache
 
+from ..cluster.topics import by_topic
 from ..protocol.messages import DATA
 from .transaction_metadata import TransactionMetadata, TransactionState, TxnTransitMetadata
 
@@ -20,27 +22,14 @@ _VALUE = DATA["TransactionLogValue"]
 _H = struct.Struct(">h")
 
 
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode over UTF-16 code units (the partition a transactional id maps to
-    must be Kafka's, so FindCoordinator and the log layout agree with real Kafka)."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_for(transactional_id: str, num_partitions: int) -> int:
-    """Utils.abs(transactionalId.hashCode) % partitions (Utils.abs maps MIN_VALUE to 0)."""
-    h = java_string_hash(transactional_id)
-    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
-
-
 def value_version(transaction_version_level: int) -> int:
     return 1 if transaction_version_level >= 1 else 0
 
 
+@lru_cache(maxsize=4096)
 def key_bytes(transactional_id: str) -> bytes:
+    """The record key of ``transactional_id`` (cached: every transition of an id writes the
+    same key, three times per transaction)."""
     return _H.pack(0) + _KEY.encode(0, _KEY.cls(transactional_id=transactional_id))
 
 
@@ -51,10 +40,8 @@ def value_bytes(t: TxnTransitMetadata, transaction_version_level: int) -> bytes:
     if t.txn_state is TransactionState.EMPTY:
         parts = None
     else:
-        by_topic: dict[str, list[int]] = {}
-        for topic, p in sorted(t.topic_partitions):
-            by_topic.setdefault(topic, []).append(p)
-        parts = [C.PartitionsSchema(topic=topic, partition_ids=ps) for topic, ps in by_topic.items()]
+        parts = [C.PartitionsSchema(topic=topic, partition_ids=ps)
+                 for topic, ps in by_topic(sorted(t.topic_partitions)).items()]
     v = value_version(transaction_version_level)
     return _H.pack(v) + _VALUE.encode(v, C(
         producer_id=t.producer_id, previous_producer_id=t.prev_producer_id,

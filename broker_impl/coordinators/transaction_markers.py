@@ -4,8 +4,8 @@ After PrepareCommit/PrepareAbort is durable, a COMMIT/ABORT control batch is wri
 partition of the transaction (with the producer id, the producer epoch after the Prepare
 transition, and the coordinator epoch), then CompleteCommit/CompleteAbort is appended to the
 transaction log. Kafka sends WriteTxnMarkers to each partition leader; here every leader is
-this broker, so the markers go straight to the partition logs — through the same
-``PartitionLog.append_control_marker`` the WriteTxnMarkers handler uses.
+this broker, so the markers go straight to the partition logs — through :func:`write_marker`,
+which the WriteTxnMarkers handler uses too.
 
 Per-partition outcomes follow TransactionMarkerRequestCompletionHandler:
 - INVALID_PRODUCER_EPOCH / TRANSACTION_COORDINATOR_FENCED: stop, this transaction "can now be
@@ -25,10 +25,10 @@ import trio
 from ..faults import FAULTS
 from ..log.errors import LogError
 from ..protocol.errors import Errors
+from .group_store import OFFSETS_TOPIC as GROUP_METADATA_TOPIC
 from .transaction_metadata import TransactionMetadata, TxnTransitMetadata
 
 log = logging.getLogger("kconform.txn.markers")
-GROUP_METADATA_TOPIC = "__consumer_offsets"
 RETRY_BACKOFF_S = 0.1
 
 
@@ -67,8 +67,8 @@ class TransactionMarkerChannelManager:
             while True:
                 if self.txn_manager.coordinator_epoch != coordinator_epoch:
                     return False
-                error = self.write_marker(topic, index, commit, md.producer_id, md.producer_epoch,
-                                          coordinator_epoch, md.client_transaction_version)
+                error = write_marker(self.broker, topic, index, commit, md.producer_id, md.producer_epoch,
+                                     coordinator_epoch, md.client_transaction_version)
                 if error in (Errors.NONE, Errors.UNKNOWN_TOPIC_OR_PARTITION):
                     break
                 if error in (Errors.INVALID_PRODUCER_EPOCH, Errors.TRANSACTION_COORDINATOR_FENCED):
@@ -83,31 +83,11 @@ class TransactionMarkerChannelManager:
             if FAULTS.armed and written < len(partitions):
                 await FAULTS.reach("after_some_markers", f"{md.transactional_id} {written}/{len(partitions)}")
         if group_offsets:
-            gc = getattr(self.broker, "group_coordinator", None)
-            complete = getattr(gc, "complete_txn_offsets", None)
-            if complete is not None:
-                complete(md.producer_id, commit)
+            complete_group_offsets(self.broker, md.producer_id, commit)
         self.broker.notify_append()
         if FAULTS.armed:
             await FAULTS.reach("after_all_markers", md.transactional_id)
         return True
-
-    def write_marker(self, topic: str, index: int, commit: bool, producer_id: int, producer_epoch: int,
-                     coordinator_epoch: int, transaction_version: int) -> int:
-        """One COMMIT/ABORT marker on one partition of this broker; an error code."""
-        t = self.broker.topics.get(topic)
-        if t is None or not 0 <= index < len(t.partitions):
-            # the group coordinator may keep __consumer_offsets outside the topic registry
-            return Errors.UNKNOWN_TOPIC_OR_PARTITION
-        try:
-            t.partitions[index].log.append_control_marker(
-                commit, producer_id=producer_id, producer_epoch=producer_epoch,
-                coordinator_epoch=coordinator_epoch, transaction_version=transaction_version)
-        except LogError as exc:
-            return exc.error_code
-        except OSError:
-            return Errors.KAFKA_STORAGE_ERROR
-        return Errors.NONE
 
     async def _write_completion(self, coordinator_epoch: int, md: TransactionMetadata,
                                 complete: TxnTransitMetadata) -> None:
@@ -127,3 +107,30 @@ class TransactionMarkerChannelManager:
             await trio.sleep(RETRY_BACKOFF_S)
         if FAULTS.armed:
             await FAULTS.reach("after_complete", md.transactional_id)
+
+
+def write_marker(broker, topic: str, index: int, commit: bool, producer_id: int, producer_epoch: int,
+                 coordinator_epoch: int, transaction_version: int) -> int:
+    """One COMMIT/ABORT marker on one partition of this broker; an error code. Both the
+    coordinator's marker sending and the WriteTxnMarkers handler write markers through here."""
+    partition = broker.topics.partition(topic, index)
+    if partition is None:
+        return Errors.UNKNOWN_TOPIC_OR_PARTITION
+    try:
+        partition.log.append_control_marker(
+            commit, producer_id=producer_id, producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch, transaction_version=transaction_version)
+    except LogError as exc:
+        return exc.error_code
+    except OSError:
+        return Errors.KAFKA_STORAGE_ERROR
+    return Errors.NONE
+
+
+def complete_group_offsets(broker, producer_id: int, commit: bool) -> None:
+    """A marker reached ``__consumer_offsets``: the group coordinator materialises (COMMIT) or
+    drops (ABORT) the producer's transactional offsets, as Kafka's WriteTxnMarkers handler
+    has it do."""
+    gc = getattr(broker, "group_coordinator", None)
+    if gc is not None:
+        gc.complete_txn_offsets(producer_id, commit)

@@ -11,7 +11,7 @@ reads back.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -218,7 +218,7 @@ class TransactionMetadata:
 
     def prepare_add_partitions(self, partitions: set, now: int, client_tv: int) -> TxnTransitMetadata:
         start = now if self.state in (S.EMPTY, S.COMPLETE_ABORT, S.COMPLETE_COMMIT) else self.txn_start_timestamp
-        return self._transit(S.ONGOING, topic_partitions=set(self.topic_partitions) | set(partitions),
+        return self._transit(S.ONGOING, topic_partitions=self.topic_partitions | partitions,
                              txn_start_timestamp=start, txn_last_update_timestamp=now,
                              client_transaction_version=client_tv)
 

@@ -16,17 +16,19 @@
 from __future__ import annotations
 
 import logging
-import os
 import time
 from pathlib import Path
 
 import trio
 
+from ..cluster.durable_file import replace_durably
+from ..handlers.api_versions import finalized_features
 from ..log import records as rec
 from ..log.errors import LogError
 from ..log.producer_state import AppendOrigin
 from ..protocol.errors import Errors
 from . import transaction_log as tlog
+from .partitioner import partition_for
 from .transaction_metadata import CoordinatorError, TransactionMetadata, TransactionState, TxnTransitMetadata
 
 log = logging.getLogger("kconform.txn")
@@ -63,11 +65,10 @@ class TransactionStateManager:
 
     # ------------------------------------------------------------------ basics
     def partition_for(self, transactional_id: str) -> int:
-        return tlog.partition_for(transactional_id, self.num_partitions)
+        return partition_for(transactional_id, self.num_partitions)
 
     def transaction_version_level(self) -> int:
         """The finalized ``transaction.version`` (what ApiVersions advertises)."""
-        from ..handlers.api_versions import finalized_features
         return finalized_features(self.broker).get("transaction.version", 0)
 
     def validate_transaction_timeout_ms(self, timeout_ms: int) -> bool:
@@ -140,17 +141,7 @@ class TransactionStateManager:
         if self._epoch_file.exists():
             text = self._epoch_file.read_text().strip()
             epoch = int(text) + 1 if text else 0
-        tmp = self._epoch_file.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            f.write(str(epoch))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._epoch_file)
-        dfd = os.open(self._epoch_file.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        replace_durably(self._epoch_file, str(epoch))
         return epoch
 
     def _read_partition(self, plog) -> dict[str, TransactionMetadata]:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from . import handles
 from ..protocol.errors import Errors
+from .metadata import NO_AUTHORIZED_OPS
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
-NO_AUTHORIZED_OPS = -2147483648
 
 
 @handles("DescribeCluster")
@@ -49,9 +49,9 @@ async def handle_offset_for_leader_epoch(broker, ctx, req):
                 r.error_code = Errors.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             part = topic.partitions[p.partition]
-            if p.current_leader_epoch not in (-1, part.leader_epoch):
-                r.error_code = (Errors.FENCED_LEADER_EPOCH if p.current_leader_epoch < part.leader_epoch
-                                else Errors.UNKNOWN_LEADER_EPOCH)
+            err = part.check_current_leader_epoch(p.current_leader_epoch)
+            if err is not None:
+                r.error_code = err
                 continue
             if 0 <= p.leader_epoch <= part.leader_epoch:
                 r.leader_epoch = part.leader_epoch

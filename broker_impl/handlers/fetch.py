@@ -27,12 +27,6 @@ READ_COMMITTED = 1
 INVALID_SESSION_ID = 0
 
 
-def _leader_epoch_error(current: int, ours: int):
-    if current == -1 or current == ours:
-        return None
-    return Errors.FENCED_LEADER_EPOCH if current < ours else Errors.UNKNOWN_LEADER_EPOCH
-
-
 def _read_all(broker, ctx, req):
     R = ctx.api.Response
     T = R.FetchableTopicResponse
@@ -57,7 +51,7 @@ def _read_all(broker, ctx, req):
                 continue
             part = topic.partitions[fp.partition]
             plog = part.log
-            err = _leader_epoch_error(fp.current_leader_epoch, part.leader_epoch) if ctx.version >= 9 else None
+            err = part.check_current_leader_epoch(fp.current_leader_epoch) if ctx.version >= 9 else None
             if err is not None:
                 pr.error_code = err
                 continue

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from . import handles
 from ..protocol.errors import Errors
+from .metadata import NO_AUTHORIZED_OPS
 
 
 def _client_host(ctx) -> str:
@@ -95,7 +96,7 @@ async def handle_describe_groups(broker, ctx, req):
                                 member_assignment=m.assignment) for m in d.members],
                      # No ACLs here: every operation is allowed when asked for (v3+).
                      authorized_operations=_ALL_GROUP_OPERATIONS if req.include_authorized_operations
-                     else -2147483648))
+                     else NO_AUTHORIZED_OPS))
     return R(throttle_time_ms=0, groups=out)
 
 

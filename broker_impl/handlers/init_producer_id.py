@@ -20,4 +20,15 @@ async def handle_init_producer_id(broker, ctx, req):
     coordinator = getattr(broker, "txn_coordinator", None)
     if coordinator is None:
         return R(throttle_time_ms=0, error_code=Errors.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1)
-    return await coordinator.handle_init_producer_id(ctx, req)
+    # v3+ may name the producer it had (KIP-360: bump its epoch); both or neither.
+    current = (req.producer_id, req.producer_epoch) if ctx.version >= 3 else (-1, -1)
+    if current == (-1, -1):
+        expected = None
+    elif -1 in current:
+        return R(throttle_time_ms=0, error_code=Errors.INVALID_REQUEST, producer_id=-1, producer_epoch=-1)
+    else:
+        expected = current
+    err, pid, epoch = await coordinator.init_producer_id(req.transactional_id, req.transaction_timeout_ms, expected)
+    if ctx.version < 4 and err == Errors.PRODUCER_FENCED:
+        err = Errors.INVALID_PRODUCER_EPOCH   # PRODUCER_FENCED is v4+
+    return R(throttle_time_ms=0, error_code=err, producer_id=pid, producer_epoch=epoch)

@@ -9,11 +9,13 @@ answers offset -1, timestamp -1, as Kafka does.
 from __future__ import annotations
 
 from . import handles
+from ..log import EARLIEST_TIMESTAMP as EARLIEST
+from ..log import LATEST_TIMESTAMP as LATEST
 from ..log.errors import LogError
 from ..protocol.errors import Errors
 
-LATEST = -1
-EARLIEST = -2
+# Kafka's other special timestamps (ListOffsetsRequest); MAX_TIMESTAMP (-3) and real
+# timestamps are answered by PartitionLog.offset_for_timestamp; anything below -6 is refused.
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 EARLIEST_PENDING_UPLOAD = -5
@@ -38,9 +40,9 @@ async def handle_list_offsets(broker, ctx, req):
                 pr.error_code = Errors.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             part = topic.partitions[p.partition_index]
-            if ctx.version >= 4 and p.current_leader_epoch not in (-1, part.leader_epoch):
-                pr.error_code = (Errors.FENCED_LEADER_EPOCH if p.current_leader_epoch < part.leader_epoch
-                                 else Errors.UNKNOWN_LEADER_EPOCH)
+            err = part.check_current_leader_epoch(p.current_leader_epoch) if ctx.version >= 4 else None
+            if err is not None:
+                pr.error_code = err
                 continue
             plog = part.log
             ts = p.timestamp
@@ -53,10 +55,13 @@ async def handle_list_offsets(broker, ctx, req):
                     pr.leader_epoch = part.leader_epoch
                 elif ts == LATEST_TIERED:
                     pr.offset = -1
+                elif ts < MAX_TIMESTAMP:
+                    # No special offset has this number (Kafka 4.3.1, measured: -7, -100).
+                    pr.error_code = Errors.UNSUPPORTED_VERSION
                 else:
                     upper = plog.last_stable_offset if committed else plog.log_end_offset
                     found = plog.offset_for_timestamp(ts, max_offset=upper)
-                    if found is not None and found.offset < upper:
+                    if found is not None:  # None also when the match is at or past ``upper``
                         pr.offset, pr.timestamp = found.offset, found.timestamp
                         pr.leader_epoch = part.leader_epoch
             except LogError as exc:

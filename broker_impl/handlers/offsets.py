@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from . import handles
 from ..protocol.errors import Errors
-
-_ZERO_UUID = b"\x00" * 16
+from .metadata import ZERO_UUID
 
 
 def _resolve(broker, version: int, by_id_from: int, name, topic_id):
@@ -27,7 +26,7 @@ def _resolve(broker, version: int, by_id_from: int, name, topic_id):
         return t.name, topic_id, Errors.NONE
     t = broker.topics.get(name)
     if t is None:
-        return name, _ZERO_UUID, Errors.UNKNOWN_TOPIC_OR_PARTITION
+        return name, ZERO_UUID, Errors.UNKNOWN_TOPIC_OR_PARTITION
     return name, t.topic_id, Errors.NONE
 
 
@@ -72,7 +71,7 @@ def _fetch_group(broker, version: int, group_id: str, topics, require_stable: bo
             t = broker.topics.get(name)
             if by_id and t is None:
                 continue       # a deleted topic has no id to answer with
-            out.append((name, t.topic_id if t is not None else _ZERO_UUID, parts))
+            out.append((name, t.topic_id if t is not None else ZERO_UUID, parts))
         return err, out
     wanted = []
     unknown = {}
@@ -85,7 +84,7 @@ def _fetch_group(broker, version: int, group_id: str, topics, require_stable: bo
                 continue
             wanted.append((t.name, td.topic_id, list(td.partition_indexes or ())))
         else:
-            wanted.append((td.name, _ZERO_UUID, list(td.partition_indexes or ())))
+            wanted.append((td.name, ZERO_UUID, list(td.partition_indexes or ())))
     err, res = gc.fetch_offsets(group_id, [(n, ps) for n, _tid, ps in wanted if n is not None], require_stable)
     it = iter(res)
     out = []

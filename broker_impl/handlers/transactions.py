@@ -13,21 +13,16 @@ from __future__ import annotations
 import re
 
 from . import handles
+from ..cluster.topics import by_topic
 from ..coordinators.transaction import (
     ADD_PARTITION,
     DEFAULT_ERROR,
     GENERIC_ERROR_SUPPORTED,
     TransactionCoordinator,
 )
-from ..coordinators.transaction_metadata import TV_0, TV_2
-from ..log.errors import LogError
+from ..coordinators.transaction_markers import GROUP_METADATA_TOPIC, complete_group_offsets, write_marker
+from ..coordinators.transaction_metadata import TV_0, TV_2, CoordinatorError
 from ..protocol.errors import Errors
-from .api_versions import SUPPORTED_FEATURES
-
-#: transaction.version levels this broker implements (0: classic, 1: flexible txn log records,
-#: 2: KIP-890 part 2). The broker config ``transaction.version`` picks the finalized level.
-SUPPORTED_FEATURES["transaction.version"] = (0, 2)
-
 
 
 def _coordinator(broker) -> TransactionCoordinator | None:
@@ -38,13 +33,6 @@ def _fenced_for(version: int, first_with_fenced: int, err: int) -> int:
     if version < first_with_fenced and err == Errors.PRODUCER_FENCED:
         return Errors.INVALID_PRODUCER_EPOCH
     return err
-
-
-def _by_topic(partitions) -> dict[str, list[int]]:
-    out: dict[str, list[int]] = {}
-    for t, p in partitions:
-        out.setdefault(t, []).append(p)
-    return out
 
 
 # ---------------------------------------------------------------- AddPartitionsToTxn
@@ -81,7 +69,7 @@ async def handle_add_partitions_to_txn(broker, ctx, req):
             errors = {tp: err for tp in partitions}
         topic_results = [TR(name=t, results_by_partition=[PR(partition_index=p, partition_error_code=errors[(t, p)])
                                                            for p in ps])
-                         for t, ps in _by_topic(partitions).items()]
+                         for t, ps in by_topic(partitions).items()]
         results.append((tid, topic_results))
     if v < 4:
         return R(throttle_time_ms=0, error_code=Errors.NONE, results_by_transaction=[],
@@ -125,7 +113,6 @@ async def handle_write_txn_markers(broker, ctx, req):
     MR = R.WritableTxnMarkerResult
     TR = MR.WritableTxnMarkerTopicResult
     PR = TR.WritableTxnMarkerPartitionResult
-    coordinator = _coordinator(broker)
     out = []
     appended = False
     for m in req.markers:
@@ -134,28 +121,17 @@ async def handle_write_txn_markers(broker, ctx, req):
         for t in m.topics:
             parts = []
             for p in t.partition_indexes:
-                topic = broker.topics.get(t.name)
-                if topic is None or not 0 <= p < len(topic.partitions):
-                    err = Errors.UNKNOWN_TOPIC_OR_PARTITION
-                else:
-                    try:
-                        topic.partitions[p].log.append_control_marker(
-                            m.transaction_result, producer_id=m.producer_id, producer_epoch=m.producer_epoch,
-                            coordinator_epoch=m.coordinator_epoch, transaction_version=tv)
-                        err = Errors.NONE
-                        appended = True
-                        if t.name == "__consumer_offsets":
-                            gc = getattr(broker, "group_coordinator", None)
-                            if hasattr(gc, "complete_txn_offsets"):
-                                gc.complete_txn_offsets(m.producer_id, m.transaction_result)
-                    except LogError as exc:
-                        err = exc.error_code
+                err = write_marker(broker, t.name, p, m.transaction_result, m.producer_id, m.producer_epoch,
+                                   m.coordinator_epoch, tv)
+                if err == Errors.NONE:
+                    appended = True
+                    if t.name == GROUP_METADATA_TOPIC:
+                        complete_group_offsets(broker, m.producer_id, m.transaction_result)
                 parts.append(PR(partition_index=p, error_code=err))
             topics.append(TR(name=t.name, partitions=parts))
         out.append(MR(producer_id=m.producer_id, topics=topics))
     if appended:
         broker.notify_append()
-    del coordinator
     return R(markers=out)
 
 
@@ -175,7 +151,7 @@ async def handle_txn_offset_commit(broker, ctx, req):
     def answer(errors: dict):
         return R(throttle_time_ms=0, topics=[T(name=t, partitions=[P(partition_index=p, error_code=errors[(t, p)])
                                                                     for p in ps])
-                                             for t, ps in _by_topic(errors).items()])
+                                             for t, ps in by_topic(errors).items()])
 
     errors: dict = {}
     valid = {}
@@ -195,52 +171,43 @@ async def handle_txn_offset_commit(broker, ctx, req):
         errors.update({tp: err for tp in valid})
         return answer(errors)
 
-    if coordinator is None or gc is None or not hasattr(gc, "stage_txn_offsets"):
+    if coordinator is None or gc is None:
         return fail_all(Errors.COORDINATOR_NOT_AVAILABLE)
     # The producer epoch, as the __consumer_offsets partition's producer state would check it.
     try:
         md = coordinator.txn_manager.get(req.transactional_id)
-    except Exception:  # noqa: BLE001 - CoordinatorError (loading)
-        return fail_all(Errors.COORDINATOR_LOAD_IN_PROGRESS)
+    except CoordinatorError as exc:   # still loading
+        return fail_all(exc.code)
     if md is not None and md.producer_id == req.producer_id and req.producer_epoch < md.producer_epoch:
         return fail_all(Errors.INVALID_PRODUCER_EPOCH)
-    if v >= 5:
-        # TV2 (KIP-890 part 2): TxnOffsetCommit v5+ adds the offsets partition to the transaction
-        # implicitly, as Produce v12 does for data partitions; the client sends no AddOffsetsToTxn.
+    if v >= 5 or coordinator.verification_enabled:
+        # KIP-890 for the offsets partition, as verify_produce does for data partitions: v5+ (TV2)
+        # adds it to the transaction implicitly (the client sends no AddOffsetsToTxn), older
+        # versions only verify that AddOffsetsToTxn added it.
         tp = coordinator.offsets_partition(req.group_id)
-        err = await coordinator.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
-                                               {tp}, TV_2)
-        err = coordinator.verification_error_for_produce(err, ADD_PARTITION)
-        if err == Errors.NOT_ENOUGH_REPLICAS:
-            err = Errors.COORDINATOR_NOT_AVAILABLE
-        if err is not None:
-            return fail_all(err)
-    elif coordinator.verification_enabled:
-        tp = coordinator.offsets_partition(req.group_id)
-        err = coordinator.verify_partitions(req.transactional_id, req.producer_id, req.producer_epoch, [tp])[tp]
-        op = GENERIC_ERROR_SUPPORTED if v >= 4 else DEFAULT_ERROR
+        if v >= 5:
+            err = await coordinator.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
+                                                   {tp}, TV_2)
+            op = ADD_PARTITION
+        else:
+            err = coordinator.verify_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
+                                                [tp])[tp]
+            op = GENERIC_ERROR_SUPPORTED if v >= 4 else DEFAULT_ERROR
         err = coordinator.verification_error_for_produce(err, op)
         if err == Errors.NOT_ENOUGH_REPLICAS:
             err = Errors.COORDINATOR_NOT_AVAILABLE
         if err is not None:
             return fail_all(err)
-    validate = getattr(gc, "validate_txn_offset_commit", None)
-    if validate is not None:
-        err = validate(req.group_id, getattr(req, "member_id", None), getattr(req, "generation_id", -1),
-                       getattr(req, "group_instance_id", None))
-        if err:
-            return fail_all(err)
+    err = gc.validate_txn_offset_commit(req.group_id, getattr(req, "member_id", None),
+                                        getattr(req, "generation_id", -1), getattr(req, "group_instance_id", None))
+    if err:
+        return fail_all(err)
     offsets = {tp: {"offset": p.committed_offset,
                     "leader_epoch": getattr(p, "committed_leader_epoch", -1),
                     "metadata": p.committed_metadata}
                for tp, p in valid.items()}
-    res = gc.stage_txn_offsets(req.group_id, req.producer_id, offsets, producer_epoch=req.producer_epoch)
-    if hasattr(res, "__await__"):
-        res = await res
-    if isinstance(res, dict):
-        errors.update({tp: res.get(tp, Errors.NONE) for tp in valid})
-    else:
-        errors.update({tp: (res or Errors.NONE) for tp in valid})
+    err = gc.stage_txn_offsets(req.group_id, req.producer_id, offsets, producer_epoch=req.producer_epoch)
+    errors.update({tp: err for tp in valid})
     return answer(errors)
 
 

@@ -53,6 +53,22 @@ class _IndexFile:
             self._fd = _open_append(self.path)
         os.write(self._fd, entry)
 
+    def _read_entries(self, entry: struct.Struct):
+        """The file's entries, unpacked; CorruptIndexError when the size is not a whole number of
+        entries (Kafka's sanityCheck: the segment then rebuilds the index)."""
+        with open(self.path, "rb") as f:
+            data = f.read()
+        if len(data) % entry.size:
+            raise CorruptIndexError(
+                f"{self.path}: size {len(data)} is not a multiple of {entry.size}")
+        return entry.iter_unpack(data)
+
+    def _empty_file(self) -> None:
+        """Cut the file to nothing (creating it if missing), before a rebuild."""
+        self.close()
+        with open(self.path, "wb"):
+            pass
+
     def _truncate_file(self, size: int) -> None:
         self.close()
         os.truncate(self.path, size)
@@ -80,14 +96,10 @@ class OffsetIndex(_IndexFile):
     def load(self, log_size: int) -> None:
         """Read the file; raise CorruptIndexError when it cannot be trusted (Kafka's
         OffsetIndex.sanityCheck plus: positions inside the log, offsets increasing)."""
-        with open(self.path, "rb") as f:
-            data = f.read()
-        if len(data) % OFFSET_ENTRY_SIZE:
-            raise CorruptIndexError(f"{self.path}: size {len(data)} is not a multiple of 8")
         offsets = array("q")
         positions = array("q")
         last_off, last_pos = -1, -1
-        for rel, pos in _OFFSET_ENTRY.iter_unpack(data):
+        for rel, pos in self._read_entries(_OFFSET_ENTRY):
             off = self.base_offset + rel
             if rel < 0 or off <= last_off or pos < last_pos or pos >= max(log_size, 1):
                 raise CorruptIndexError(f"{self.path}: inconsistent entry ({off}, {pos})")
@@ -98,11 +110,9 @@ class OffsetIndex(_IndexFile):
 
     def reset(self) -> None:
         """Empty the index (memory and file), before a rebuild."""
-        self.close()
+        self._empty_file()
         self.offsets = array("q")
         self.positions = array("q")
-        with open(self.path, "wb"):
-            pass
 
     # --- writing ---
     def append(self, offset: int, position: int) -> None:
@@ -138,7 +148,6 @@ class OffsetIndex(_IndexFile):
         return len(self.offsets) * OFFSET_ENTRY_SIZE
 
 
-
 class TimeIndex(_IndexFile):
     """Sparse map timestamp -> offset for one segment, timestamps strictly increasing."""
 
@@ -149,14 +158,10 @@ class TimeIndex(_IndexFile):
         self.offsets = array("q")
 
     def load(self, next_offset: int | None = None) -> None:
-        with open(self.path, "rb") as f:
-            data = f.read()
-        if len(data) % TIME_ENTRY_SIZE:
-            raise CorruptIndexError(f"{self.path}: size {len(data)} is not a multiple of 12")
         ts_arr, off_arr = array("q"), array("q")
         last_ts = -(1 << 63)
         last_off = -1
-        for ts, rel in _TIME_ENTRY.iter_unpack(data):
+        for ts, rel in self._read_entries(_TIME_ENTRY):
             off = self.base_offset + rel
             if ts <= last_ts or off < last_off or rel < 0 or (
                     next_offset is not None and off >= next_offset):
@@ -167,11 +172,9 @@ class TimeIndex(_IndexFile):
         self.timestamps, self.offsets = ts_arr, off_arr
 
     def reset(self) -> None:
-        self.close()
+        self._empty_file()
         self.timestamps = array("q")
         self.offsets = array("q")
-        with open(self.path, "wb"):
-            pass
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
         """Append (timestamp, offset) if the timestamp is larger than the last entry's."""
@@ -208,7 +211,6 @@ class TimeIndex(_IndexFile):
     @property
     def size_bytes(self) -> int:
         return len(self.timestamps) * TIME_ENTRY_SIZE
-
 
 
 class AbortedTxn(NamedTuple):

@@ -29,7 +29,7 @@ from .config import LogConfig
 from .errors import OffsetOutOfRangeError, RecordListTooLargeError
 from .index import AbortedTxn
 from .producer_state import AppendOrigin, CompletedTxn, ProducerStateManager
-from .segment import LOG_SUFFIX, LogSegment
+from .segment import LOG_SUFFIX, LogSegment, offsets_of_files
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
@@ -296,8 +296,7 @@ class PartitionLog:
             return old
         old.on_become_inactive()
         old.flush()
-        seg = LogSegment(self.directory, self._leo,
-                         index_interval_bytes=self.config.index_interval_bytes, created_ms=now)
+        seg = self._new_segment(self._leo, now)
         seg.ensure_loaded()
         self.segments.append(seg)
         self._bases.append(seg.base_offset)
@@ -432,16 +431,6 @@ class PartitionLog:
         return deleted
 
     # ================================================================== open / recovery / close
-    def _segment_files(self) -> list[int]:
-        bases = []
-        for name in os.listdir(self.directory):
-            if name.endswith(LOG_SUFFIX):
-                stem = name[:-len(LOG_SUFFIX)]
-                if stem.isdigit():
-                    bases.append(int(stem))
-        bases.sort()
-        return bases
-
     def _new_segment(self, base: int, now: int) -> LogSegment:
         return LogSegment(self.directory, base,
                           index_interval_bytes=self.config.index_interval_bytes, created_ms=now)
@@ -449,7 +438,7 @@ class PartitionLog:
     def _load(self, now: int) -> None:
         marker = os.path.join(self.directory, CLEAN_SHUTDOWN_FILE)
         clean = os.path.exists(marker)
-        bases = self._segment_files()
+        bases = offsets_of_files(self.directory, LOG_SUFFIX)
         if not bases:
             self.segments = [self._new_segment(0, now)]
             self._bases = [0]

@@ -36,6 +36,7 @@ from .errors import (
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
+from .segment import filename_prefix, offsets_of_files
 
 NUM_BATCHES_TO_RETAIN = 5
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -357,17 +358,10 @@ class ProducerStateManager:
 
     # ------------------------------------------------------------------ snapshots
     def snapshot_path(self, offset: int) -> str:
-        return os.path.join(self.directory, f"{offset:020d}{SNAPSHOT_SUFFIX}")
+        return os.path.join(self.directory, filename_prefix(offset) + SNAPSHOT_SUFFIX)
 
     def list_snapshots(self) -> list[int]:
-        out = []
-        for name in os.listdir(self.directory):
-            if name.endswith(SNAPSHOT_SUFFIX):
-                stem = name[:-len(SNAPSHOT_SUFFIX)]
-                if stem.isdigit():
-                    out.append(int(stem))
-        out.sort()
-        return out
+        return offsets_of_files(self.directory, SNAPSHOT_SUFFIX)
 
     def _delete_snapshot(self, offset: int) -> None:
         try:

@@ -372,6 +372,23 @@ def _write_varint(value: int, out: bytearray) -> None:
     out.append(v)
 
 
+def _read_nullable_bytes(buf, pos: int) -> tuple[bytes | None, int]:
+    """A varint length then that many bytes; length -1 is null (key, value, header value)."""
+    n, pos = _read_varint(buf, pos)
+    if n < 0:
+        return None, pos
+    return buf[pos:pos + n], pos + n
+
+
+def _write_nullable_bytes(value, out: bytearray) -> None:
+    """Inverse of ``_read_nullable_bytes``."""
+    if value is None:
+        _write_varint(-1, out)
+    else:
+        _write_varint(len(value), out)
+        out += value
+
+
 def batch_records_payload(batch) -> bytes:
     """The uncompressed records section of one whole batch."""
     mv = batch if isinstance(batch, memoryview) else memoryview(batch)
@@ -406,27 +423,15 @@ def decode_records(batch) -> list[Record]:
         pos += 1
         ts_delta, pos = _read_varint(data, pos)
         off_delta, pos = _read_varint(data, pos)
-        klen, pos = _read_varint(data, pos)
-        key = None
-        if klen >= 0:
-            key = data[pos:pos + klen]
-            pos += klen
-        vlen, pos = _read_varint(data, pos)
-        value = None
-        if vlen >= 0:
-            value = data[pos:pos + vlen]
-            pos += vlen
+        key, pos = _read_nullable_bytes(data, pos)
+        value, pos = _read_nullable_bytes(data, pos)
         hcount, pos = _read_varint(data, pos)
         headers = []
         for _h in range(max(hcount, 0)):
             hklen, pos = _read_varint(data, pos)
             hkey = data[pos:pos + hklen].decode("utf-8")
             pos += hklen
-            hvlen, pos = _read_varint(data, pos)
-            hval = None
-            if hvlen >= 0:
-                hval = data[pos:pos + hvlen]
-                pos += hvlen
+            hval, pos = _read_nullable_bytes(data, pos)
             headers.append((hkey, hval))
         if pos != end:
             raise CorruptRecordError("record size does not match its length field")
@@ -483,26 +488,14 @@ def _encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, key,
     body.append(0)  # record attributes: unused
     _write_varint(timestamp_delta, body)
     _write_varint(offset_delta, body)
-    if key is None:
-        _write_varint(-1, body)
-    else:
-        _write_varint(len(key), body)
-        body += key
-    if value is None:
-        _write_varint(-1, body)
-    else:
-        _write_varint(len(value), body)
-        body += value
+    _write_nullable_bytes(key, body)
+    _write_nullable_bytes(value, body)
     _write_varint(len(headers), body)
     for hk, hv in headers:
         hkb = hk.encode("utf-8") if isinstance(hk, str) else bytes(hk)
         _write_varint(len(hkb), body)
         body += hkb
-        if hv is None:
-            _write_varint(-1, body)
-        else:
-            _write_varint(len(hv), body)
-            body += hv
+        _write_nullable_bytes(hv, body)
     _write_varint(len(body), out)
     out += body
 

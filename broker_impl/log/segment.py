@@ -35,6 +35,20 @@ def filename_prefix(offset: int) -> str:
     return f"{offset:020d}"
 
 
+def offsets_of_files(directory: str, suffix: str) -> list[int]:
+    """The offsets named by the ``<offset><suffix>`` files in ``directory``, ascending (segments
+    by ``.log``, producer snapshots by ``.snapshot``); other names are ignored, as Kafka's
+    loader skips files it does not recognise."""
+    offsets = []
+    for name in os.listdir(directory):
+        if name.endswith(suffix):
+            stem = name[:-len(suffix)]
+            if stem.isdigit():
+                offsets.append(int(stem))
+    offsets.sort()
+    return offsets
+
+
 class LogSegment:
     def __init__(self, directory: str, base_offset: int, *, index_interval_bytes: int = 4096,
                  created_ms: int = 0):
@@ -54,12 +68,7 @@ class LogSegment:
                 if not os.path.exists(path):
                     open(path, "ab").close()
         self._loaded = False
-        self._last_offsets = array("q")
-        self._ends = array("q")
-        self._max_ts = array("q")
-        self.max_timestamp_so_far = rec.NO_TIMESTAMP
-        self.offset_of_max_timestamp = -1
-        self._bytes_since_index = 0
+        self._reset_arrays()
         self.unflushed = False
 
     # ------------------------------------------------------------------ opening / loading

@@ -8,10 +8,13 @@ versions Kafka uses for it. Classes are reachable as ``Api.Request`` and
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 from .codegen import Codec
 from .schema import MessageSpec, load_all
+
+_INT32 = struct.Struct(">i")
 
 
 @dataclass
@@ -53,6 +56,29 @@ class Api:
         if self.key == 18:
             return 0
         return 1 if version in self.response.spec.flexible else 0
+
+    def request_frame(self, version: int, correlation_id: int, client_id: str | None, body) -> bytes:
+        """A whole request as it goes on the wire: size prefix, request header, body."""
+        parts: list[bytes] = [b""]
+        hdr = REQUEST_HEADER.cls(request_api_key=self.key, request_api_version=version,
+                                 correlation_id=correlation_id, client_id=client_id)
+        REQUEST_HEADER.encode_into(self.request_header_version(version), hdr, parts.append)
+        self.request.encode_into(version, body, parts.append)
+        parts[0] = _INT32.pack(sum(map(len, parts)))
+        return b"".join(parts)
+
+    def response_frame(self, version: int, correlation_id: int, body) -> bytes:
+        """A whole response: size prefix, response header, body -- joined in one copy, since
+        the broker sends every answer through here and Fetch bodies are large."""
+        parts: list[bytes] = [b""]
+        hv = self.response_header_version(version)
+        if hv == 0:
+            parts.append(_INT32.pack(correlation_id))
+        else:
+            RESPONSE_HEADER.encode_into(hv, RESPONSE_HEADER.cls(correlation_id=correlation_id), parts.append)
+        self.response.encode_into(version, body, parts.append)
+        parts[0] = _INT32.pack(sum(map(len, parts)))
+        return b"".join(parts)
 
 
 def _build() -> tuple[dict[str, Api], dict[int, Api], dict[str, Codec]]:

@@ -23,7 +23,7 @@ import trio
 from ..handlers import HANDLERS, Handler
 from ..protocol.codegen import ProtocolError
 from ..protocol.errors import Errors
-from ..protocol.messages import REQUEST_HEADER, RESPONSE_HEADER
+from ..protocol.messages import REQUEST_HEADER
 from .context import RequestContext
 
 log = logging.getLogger("kconform.broker.connection")
@@ -65,23 +65,11 @@ class FrameReader:
             raise CloseConnection(f"invalid frame size {size} (socket.request.max.bytes={self.max_bytes})")
         if not await self._fill(4 + size):
             raise CloseConnection(f"connection closed inside a frame ({len(self.buf) - 4} of {size} bytes)")
-        frame = bytes(self.buf[4:4 + size])
+        # Slicing the bytearray itself would copy the frame twice (bytearray slice, then bytes).
+        with memoryview(self.buf) as view:
+            frame = bytes(view[4:4 + size])
         del self.buf[:4 + size]
         return frame
-
-
-def _encode_response(handler_api, version: int, correlation_id: int, resp) -> bytes:
-    """Size prefix + response header + body, joined in one copy (Fetch bodies are large)."""
-    parts: list[bytes] = [b""]
-    w = parts.append
-    hv = handler_api.response_header_version(version)
-    if hv == 0:
-        w(_LEN.pack(correlation_id))
-    else:
-        RESPONSE_HEADER.encode_into(hv, RESPONSE_HEADER.cls(correlation_id=correlation_id), w)
-    handler_api.response.encode_into(version, resp, w)
-    parts[0] = _LEN.pack(sum(map(len, parts)))
-    return b"".join(parts)
 
 
 def _unsupported_api_versions(correlation_id: int) -> bytes:
@@ -93,7 +81,7 @@ def _unsupported_api_versions(correlation_id: int) -> bytes:
     R = api.Response
     resp = R(error_code=Errors.UNSUPPORTED_VERSION,
              api_keys=[R.ApiVersion(api_key=18, min_version=h.advertised_min, max_version=h.max_version)])
-    return _encode_response(api, 0, correlation_id, resp)
+    return api.response_frame(0, correlation_id, resp)
 
 
 async def serve_connection(broker, stream: trio.SocketStream) -> None:
@@ -155,4 +143,4 @@ async def _handle_frame(broker, frame: bytes, peer: str, conn_id: int) -> bytes 
     resp = await handler.fn(broker, ctx, req)
     if resp is None:
         return None
-    return _encode_response(api, version, correlation_id, resp)
+    return api.response_frame(version, correlation_id, resp)

@@ -18,9 +18,10 @@ from confluent_kafka import (Consumer, IsolationLevel, KafkaError, KafkaExceptio
                              Producer, TopicPartition)
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
-from conformance.clients.driver import BaseDriver, Deadline, OpError, ReportedError, serve, unsupported
+from conformance.clients.driver import (POLL_STEP_S, BaseDriver, Deadline, OpError, ReportedError, offset_spec,
+                                        read_committed, record_row, serve, timestamp_or_none, unsupported)
 from conformance.clients.errors import kafka_code, kafka_name
-from conformance.clients.protocol import decode_bytes, encode_bytes
+from conformance.clients.protocol import decode_bytes
 
 # librdkafka local error (code < -1) -> normalised name. Timeouts map to REQUEST_TIMED_OUT because that
 # is what Kafka's Errors.forException gives for the Java client's TimeoutException.
@@ -84,7 +85,6 @@ class ConfluentDriver(BaseDriver):
         self.producer: Producer | None = None
         self.consumer: Consumer | None = None
         self.admin: AdminClient | None = None
-        self.bootstrap: str | None = None
 
     def hello_data(self) -> dict[str, Any]:
         return {"client": "confluent", "library": "librdkafka", "library_version": confluent_kafka.libversion()[0],
@@ -118,14 +118,12 @@ class ConfluentDriver(BaseDriver):
         return config
 
     def op_create_producer(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
-        if self.producer is not None:
-            raise OpError("ILLEGAL_STATE", "this driver already has a producer; start another driver")
+        self._ensure_new("producer")
         self.producer = Producer(self._config(args))
         return {"client_id": (args.get("config") or {}).get("client.id")}
 
     def op_create_consumer(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
-        if self.consumer is not None:
-            raise OpError("ILLEGAL_STATE", "this driver already has a consumer; start another driver")
+        self._ensure_new("consumer")
         config = self._config(args)
         config.setdefault("enable.partition.eof", False)
         self.consumer = Consumer(config)
@@ -134,27 +132,14 @@ class ConfluentDriver(BaseDriver):
     def op_create_admin(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
         config = dict(args.get("config") or {})
         if not config.get("bootstrap.servers"):
-            if not self.bootstrap:
-                raise OpError("ILLEGAL_STATE", "create_admin needs config with bootstrap.servers")
-            config["bootstrap.servers"] = self.bootstrap
+            config["bootstrap.servers"] = self._admin_bootstrap()
         self.admin = AdminClient(config)
         return {}
 
-    def op_close(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
-        which = args.get("which", "all")
-        closed = []
-        if which in ("producer", "all") and self.producer is not None:
-            self.producer.close()  # type: ignore[attr-defined]
-            self.producer = None
-            closed.append("producer")
-        if which in ("consumer", "all") and self.consumer is not None:
-            self.consumer.close()
-            self.consumer = None
-            closed.append("consumer")
-        if which in ("admin", "all") and self.admin is not None:
-            self.admin = None
-            closed.append("admin")
-        return {"closed": closed}
+    def close_client(self, kind: str, client: Any, deadline: Deadline) -> None:
+        # librdkafka's AdminClient has no close: dropping the handle ends it.
+        if kind != "admin":
+            client.close()
 
     # -- transactions ------------------------------------------------------------------------------
     def op_init_transactions(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
@@ -226,7 +211,7 @@ class ConfluentDriver(BaseDriver):
             producer.produce(args["topic"], **kwargs)
         except BaseException:
             if seq is not None:
-                self.deliveries.complete(seq, {"topic": args["topic"], "error": "not queued"})
+                self.deliveries.cancel(seq)
             raise
         if seq is not None:
             producer.poll(0)
@@ -248,10 +233,6 @@ class ConfluentDriver(BaseDriver):
         return {"deliveries": deliveries}
 
     # -- consume -----------------------------------------------------------------------------------
-    def op_subscribe(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
-        self._consumer().subscribe(list(args["topics"]))
-        return {}
-
     def op_assign(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
         parts = []
         for p in args["partitions"]:
@@ -262,34 +243,23 @@ class ConfluentDriver(BaseDriver):
         self._consumer().assign(parts)
         return {}
 
-    def op_poll(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
-        consumer = self._consumer()
-        max_records = int(args.get("max_records", 500))
-        window = Deadline(min(float(args.get("timeout_ms", 1000)), deadline.remaining_ms()))
-        records: list[dict[str, Any]] = []
-        errors: list[dict[str, Any]] = []
-        while len(records) < max_records and not window.expired:
-            for msg in consumer.consume(num_messages=max_records - len(records), timeout=min(0.2, window.remaining())):
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        continue
-                    info = normalise_kafka_error(err)
-                    if info["fatal"]:
-                        raise KafkaException(err)
-                    errors.append(info)
+    def poll_once(self, consumer: Any, max_records: int, window: Deadline,
+                  errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        records = []
+        for msg in consumer.consume(num_messages=max_records, timeout=min(POLL_STEP_S, window.remaining())):
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
                     continue
-                ts_type, ts = msg.timestamp()
-                records.append({
-                    "topic": msg.topic(), "partition": msg.partition(), "offset": msg.offset(),
-                    "key": encode_bytes(msg.key()), "value": encode_bytes(msg.value()),
-                    "headers": [[k, encode_bytes(v)] for k, v in (msg.headers() or [])],
-                    "timestamp_ms": ts if ts_type != confluent_kafka.TIMESTAMP_NOT_AVAILABLE else None,
-                })
-        data: dict[str, Any] = {"records": records}
-        if errors:
-            data["errors"] = errors
-        return data
+                info = normalise_kafka_error(err)
+                if info["fatal"]:
+                    raise KafkaException(err)
+                errors.append(info)
+                continue
+            ts_type, ts = msg.timestamp()
+            records.append(record_row(msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(),
+                                      msg.headers(), ts if ts_type != confluent_kafka.TIMESTAMP_NOT_AVAILABLE else None))
+        return records
 
     def op_commit(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
         consumer = self._consumer()
@@ -320,17 +290,8 @@ class ConfluentDriver(BaseDriver):
                           f"confluent-kafka {confluent_kafka.__version__} AdminClient has no DescribeTransactions")
 
     def op_list_offsets(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
-        spec_name = args.get("spec", "latest")
-        if spec_name == "earliest":
-            spec = OffsetSpec.earliest()
-        elif spec_name == "latest":
-            spec = OffsetSpec.latest()
-        elif spec_name == "timestamp":
-            spec = OffsetSpec.for_timestamp(int(args["timestamp_ms"]))
-        else:
-            raise OpError("INVALID_ARGUMENT", f"spec must be earliest|latest|timestamp, not {spec_name!r}")
-        level = (IsolationLevel.READ_COMMITTED if args.get("isolation_level", "read_uncommitted") == "read_committed"
-                 else IsolationLevel.READ_UNCOMMITTED)
+        spec = offset_spec(args, earliest=OffsetSpec.earliest(), latest=OffsetSpec.latest(), at=OffsetSpec.for_timestamp)
+        level = IsolationLevel.READ_COMMITTED if read_committed(args) else IsolationLevel.READ_UNCOMMITTED
         request = {tp(p): spec for p in args["partitions"]}
         futures = self._admin(deadline).list_offsets(request, isolation_level=level,
                                                      request_timeout=max(0.001, deadline.remaining()))
@@ -339,7 +300,7 @@ class ConfluentDriver(BaseDriver):
             row: dict[str, Any] = {"topic": part.topic, "partition": part.partition}
             try:
                 info = fut.result(timeout=deadline.remaining())
-                row.update(offset=info.offset, timestamp_ms=None if info.timestamp < 0 else info.timestamp)
+                row.update(offset=info.offset, timestamp_ms=timestamp_or_none(info.timestamp))
             except KafkaException as exc:
                 row["error"] = self.normalise(exc, "list_offsets")
             out.append(row)

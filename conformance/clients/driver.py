@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, TextIO
 
 from conformance.clients.errors import kafka_code
-from conformance.clients.protocol import OPS, PROTOCOL_VERSION
+from conformance.clients.protocol import OPS, PROTOCOL_VERSION, encode_bytes
 
 # How long past an op's deadline the serve loop waits for the library call before answering
 # DEADLINE_EXCEEDED: library timeouts are not exact, and an answer that is a few ms late is still the
@@ -90,11 +90,52 @@ class Deliveries:
             self.outstanding.discard(seq)
             self.done.append({"seq": seq, **result})
 
+    def cancel(self, seq: int) -> None:
+        """A send that failed before its record was queued: the send's own reply carries the error
+        (and never handed out ``seq``), so no flush reports it."""
+        with self.lock:
+            self.outstanding.discard(seq)
+
     def take(self) -> tuple[list[dict[str, Any]], int]:
         """Completed results (sorted by seq) and how many are still outstanding."""
         with self.lock:
             done, self.done = sorted(self.done, key=lambda d: d["seq"]), []
             return done, len(self.outstanding)
+
+
+# The longest single library poll inside ``op_poll``: short, so the window is kept to within this.
+POLL_STEP_S = 0.2
+
+
+def timestamp_or_none(ts: int | None) -> int | None:
+    """A library timestamp as the protocol's ``timestamp_ms``: null where the library has none (-1)."""
+    return ts if ts is not None and ts >= 0 else None
+
+
+def record_row(topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None,
+               headers: Any, timestamp_ms: int | None) -> dict[str, Any]:
+    """One consumed record as ``poll`` answers it (payloads encoded, see ``protocol``)."""
+    return {"topic": topic, "partition": partition, "offset": offset,
+            "key": encode_bytes(key), "value": encode_bytes(value),
+            "headers": [[k, encode_bytes(v)] for k, v in (headers or [])],
+            "timestamp_ms": timestamp_ms}
+
+
+def offset_spec(args: dict[str, Any], *, earliest: Any, latest: Any, at: Callable[[int], Any]) -> Any:
+    """list_offsets' ``spec`` (earliest|latest|timestamp with ``timestamp_ms``) as the library's value."""
+    name = args.get("spec", "latest")
+    if name == "earliest":
+        return earliest
+    if name == "latest":
+        return latest
+    if name == "timestamp":
+        return at(int(args["timestamp_ms"]))
+    raise OpError("INVALID_ARGUMENT", f"spec must be earliest|latest|timestamp, not {name!r}")
+
+
+def read_committed(args: dict[str, Any]) -> bool:
+    """Whether list_offsets asks at the read_committed isolation level (default read_uncommitted)."""
+    return args.get("isolation_level", "read_uncommitted") == "read_committed"
 
 
 def parse_config_value(value: Any) -> Any:
@@ -116,11 +157,16 @@ class BaseDriver:
 
     client_name = "?"
 
+    #: The library objects a driver may hold, in the order ``close`` closes them.
+    CLIENT_KINDS = ("producer", "consumer", "admin")
+
     def __init__(self) -> None:
         self.deliveries = Deliveries()
         self.producer: Any = None
         self.consumer: Any = None
         self.admin: Any = None
+        #: bootstrap.servers of the producer/consumer: create_admin's default.
+        self.bootstrap: str | None = None
 
     # -- the library objects an op needs ------------------------------------------------------------
     def _admin(self, deadline: Deadline) -> Any:
@@ -138,6 +184,17 @@ class BaseDriver:
             raise OpError("ILLEGAL_STATE", "no consumer: call create_consumer first")
         return self.consumer
 
+    def _ensure_new(self, kind: str) -> None:
+        """A driver holds one producer and one consumer; a second one is a second driver process."""
+        if getattr(self, kind) is not None:
+            raise OpError("ILLEGAL_STATE", f"this driver already has a {kind}; start another driver")
+
+    def _admin_bootstrap(self) -> str:
+        """bootstrap.servers for an admin client whose config names none: the producer's/consumer's."""
+        if not self.bootstrap:
+            raise OpError("ILLEGAL_STATE", "create_admin needs config with bootstrap.servers")
+        return self.bootstrap
+
     # -- to implement -------------------------------------------------------------------------------
     def hello_data(self) -> dict[str, Any]:
         raise NotImplementedError
@@ -145,10 +202,49 @@ class BaseDriver:
     def normalise(self, exc: BaseException, op: str) -> dict[str, Any]:
         raise NotImplementedError
 
+    def close_client(self, kind: str, client: Any, deadline: Deadline) -> None:
+        """Close one library object (``kind`` is one of CLIENT_KINDS) within the deadline."""
+        raise NotImplementedError
+
+    def poll_once(self, consumer: Any, max_records: int, window: Deadline,
+                  errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """One library poll of at most ``max_records`` (see ``record_row``), waiting at most
+        ``POLL_STEP_S`` of the window; non-fatal errors the library hands out as data go to ``errors``."""
+        raise NotImplementedError
+
     # -- shared ops --------------------------------------------------------------------------------
     def op_hello(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
         return {**self.hello_data(), "language": "python", "protocol": PROTOCOL_VERSION,
                 "pid": os.getpid()}
+
+    def op_close(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
+        which = args.get("which", "all")
+        closed = []
+        for kind in self.CLIENT_KINDS:
+            client = getattr(self, kind)
+            if which in (kind, "all") and client is not None:
+                self.close_client(kind, client, deadline)
+                setattr(self, kind, None)
+                closed.append(kind)
+        return {"closed": closed}
+
+    def op_subscribe(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
+        self._consumer().subscribe(list(args["topics"]))
+        return {}
+
+    def op_poll(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
+        """Poll until ``max_records`` came or ``timeout_ms`` (bounded by the deadline) is spent."""
+        consumer = self._consumer()
+        max_records = int(args.get("max_records", 500))
+        window = Deadline(min(float(args.get("timeout_ms", 1000)), deadline.remaining_ms()))
+        records: list[dict[str, Any]] = []
+        errors: list[dict[str, Any]] = []
+        while len(records) < max_records and not window.expired:
+            records += self.poll_once(consumer, max_records - len(records), window, errors)
+        data: dict[str, Any] = {"records": records}
+        if errors:
+            data["errors"] = errors
+        return data
 
     # -- dispatch ----------------------------------------------------------------------------------
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:

@@ -19,10 +19,10 @@ from kafka import IsolationLevel, KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import OffsetSpec
 from kafka.structs import OffsetAndMetadata
 
-from conformance.clients.driver import BaseDriver, Deadline, OpError, parse_config_value, serve
+from conformance.clients.driver import (POLL_STEP_S, BaseDriver, Deadline, OpError, offset_spec,
+                                        parse_config_value, read_committed, record_row, serve, timestamp_or_none)
 from conformance.clients.errors import kafka_code, kafka_name
 from conformance.clients.protocol import decode_bytes as _payload
-from conformance.clients.protocol import encode_bytes as _encode
 
 PRODUCER_OPS = {"init_transactions", "begin_transaction", "send", "flush", "send_offsets_to_transaction",
                 "commit_transaction", "abort_transaction"}
@@ -67,7 +67,6 @@ class KafkaPythonDriver(BaseDriver):
         self.producer: KafkaProducer | None = None
         self.consumer: KafkaConsumer | None = None
         self.admin: KafkaAdminClient | None = None
-        self.bootstrap: str | None = None
 
     def hello_data(self) -> dict[str, Any]:
         return {"client": "kafka-python", "library": "kafka-python", "library_version": kafka.__version__,
@@ -113,53 +112,45 @@ class KafkaPythonDriver(BaseDriver):
         return None
 
     # -- lifecycle ---------------------------------------------------------------------------------
-    def _kwargs(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
+    @staticmethod
+    def _kwargs(args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
         kw = kwargs_from_config(args.get("config") or {})
-        if kw.get("bootstrap_servers"):
-            self.bootstrap = kw["bootstrap_servers"]
         # kafka-python's constructors block until they reach a broker (bootstrap_timeout_ms, 30 s by
         # default); unless the case set it, that wait gets the op's deadline like every other call.
         kw.setdefault("bootstrap_timeout_ms", max(1, min(30_000, deadline.remaining_ms())))
         return kw
 
+    def _client_kwargs(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
+        """A producer's/consumer's kwargs; its bootstrap_servers becomes create_admin's default."""
+        kw = self._kwargs(args, deadline)
+        if kw.get("bootstrap_servers"):
+            self.bootstrap = kw["bootstrap_servers"]
+        return kw
+
     def op_create_producer(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
-        if self.producer is not None:
-            raise OpError("ILLEGAL_STATE", "this driver already has a producer; start another driver")
-        self.producer = KafkaProducer(**self._kwargs(args, deadline))
+        self._ensure_new("producer")
+        self.producer = KafkaProducer(**self._client_kwargs(args, deadline))
         return {"client_id": self.producer.config.get("client_id")}
 
     def op_create_consumer(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
-        if self.consumer is not None:
-            raise OpError("ILLEGAL_STATE", "this driver already has a consumer; start another driver")
-        self.consumer = KafkaConsumer(**self._kwargs(args, deadline))
+        self._ensure_new("consumer")
+        self.consumer = KafkaConsumer(**self._client_kwargs(args, deadline))
         return {"client_id": self.consumer.config.get("client_id")}
 
     def op_create_admin(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
-        kw = kwargs_from_config(args.get("config") or {})
-        kw.setdefault("bootstrap_timeout_ms", max(1, min(30_000, deadline.remaining_ms())))
+        kw = self._kwargs(args, deadline)
         if not kw.get("bootstrap_servers"):
-            if not self.bootstrap:
-                raise OpError("ILLEGAL_STATE", "create_admin needs config with bootstrap.servers")
-            kw["bootstrap_servers"] = self.bootstrap
+            kw["bootstrap_servers"] = self._admin_bootstrap()
         self.admin = KafkaAdminClient(**kw)
         return {}
 
-    def op_close(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
-        which = args.get("which", "all")
-        closed = []
-        if which in ("producer", "all") and self.producer is not None:
-            self.producer.close(timeout=deadline.remaining())
-            self.producer = None
-            closed.append("producer")
-        if which in ("consumer", "all") and self.consumer is not None:
-            self.consumer.close(autocommit=False, timeout_ms=deadline.remaining_ms())
-            self.consumer = None
-            closed.append("consumer")
-        if which in ("admin", "all") and self.admin is not None:
-            self.admin.close()
-            self.admin = None
-            closed.append("admin")
-        return {"closed": closed}
+    def close_client(self, kind: str, client: Any, deadline: Deadline) -> None:
+        if kind == "producer":
+            client.close(timeout=deadline.remaining())
+        elif kind == "consumer":
+            client.close(autocommit=False, timeout_ms=deadline.remaining_ms())
+        else:
+            client.close()
 
     # -- transactions ------------------------------------------------------------------------------
     def op_init_transactions(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
@@ -214,7 +205,7 @@ class KafkaPythonDriver(BaseDriver):
     @staticmethod
     def _metadata(md: Any) -> dict[str, Any]:
         return {"topic": md.topic, "partition": md.partition, "offset": md.offset,
-                "timestamp_ms": md.timestamp if md.timestamp is not None and md.timestamp >= 0 else None}
+                "timestamp_ms": timestamp_or_none(md.timestamp)}
 
     def op_flush(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
         try:
@@ -228,10 +219,6 @@ class KafkaPythonDriver(BaseDriver):
         return {"deliveries": deliveries}
 
     # -- consume -----------------------------------------------------------------------------------
-    def op_subscribe(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
-        self._consumer().subscribe(list(args["topics"]))
-        return {}
-
     def op_assign(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
         consumer = self._consumer()
         parts = [_tp(p) for p in args["partitions"]]
@@ -241,22 +228,11 @@ class KafkaPythonDriver(BaseDriver):
                 consumer.seek(_tp(p), int(p["offset"]))
         return {}
 
-    def op_poll(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
-        consumer = self._consumer()
-        max_records = int(args.get("max_records", 500))
-        window = Deadline(min(float(args.get("timeout_ms", 1000)), deadline.remaining_ms()))
-        records: list[dict[str, Any]] = []
-        while len(records) < max_records and not window.expired:
-            batch = consumer.poll(timeout_ms=min(200, window.remaining_ms()), max_records=max_records - len(records))
-            for part_records in batch.values():
-                for r in part_records:
-                    records.append({
-                        "topic": r.topic, "partition": r.partition, "offset": r.offset,
-                        "key": _encode(r.key), "value": _encode(r.value),
-                        "headers": [[k, _encode(v)] for k, v in (r.headers or [])],
-                        "timestamp_ms": r.timestamp if r.timestamp is not None and r.timestamp >= 0 else None,
-                    })
-        return {"records": records}
+    def poll_once(self, consumer: Any, max_records: int, window: Deadline,
+                  errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        batch = consumer.poll(timeout_ms=min(int(POLL_STEP_S * 1000), window.remaining_ms()), max_records=max_records)
+        return [record_row(r.topic, r.partition, r.offset, r.key, r.value, r.headers, timestamp_or_none(r.timestamp))
+                for part_records in batch.values() for r in part_records]
 
     def op_commit(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
         offsets = _offsets(args["offsets"]) if args.get("offsets") else None
@@ -300,21 +276,12 @@ class KafkaPythonDriver(BaseDriver):
         return {"transactions": out}
 
     def op_list_offsets(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
-        spec_name = args.get("spec", "latest")
-        if spec_name == "earliest":
-            spec: Any = OffsetSpec.EARLIEST
-        elif spec_name == "latest":
-            spec = OffsetSpec.LATEST
-        elif spec_name == "timestamp":
-            spec = int(args["timestamp_ms"])
-        else:
-            raise OpError("INVALID_ARGUMENT", f"spec must be earliest|latest|timestamp, not {spec_name!r}")
-        level = (IsolationLevel.READ_COMMITTED if args.get("isolation_level", "read_uncommitted") == "read_committed"
-                 else IsolationLevel.READ_UNCOMMITTED)
+        spec = offset_spec(args, earliest=OffsetSpec.EARLIEST, latest=OffsetSpec.LATEST, at=int)
+        level = IsolationLevel.READ_COMMITTED if read_committed(args) else IsolationLevel.READ_UNCOMMITTED
         result = self._admin(deadline).list_partition_offsets(
             {_tp(p): spec for p in args["partitions"]}, isolation_level=level, timeout_ms=deadline.remaining_ms())
         out = [{"topic": t.topic, "partition": t.partition, "offset": v.offset,
-                "timestamp_ms": None if v.timestamp is None or v.timestamp < 0 else v.timestamp}
+                "timestamp_ms": timestamp_or_none(v.timestamp)}
                for t, v in result.items()]
         out.sort(key=lambda r: (r["topic"], r["partition"]))
         return {"offsets": out}

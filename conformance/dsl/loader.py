@@ -25,14 +25,14 @@ KAFKA_ERROR_NAMES = frozenset(name for name, _ in KAFKA_ERRORS.values())
 ERROR_NAMES = KAFKA_ERROR_NAMES | frozenset(LOCAL_NAMES)
 ISOLATION = ("read_committed", "read_uncommitted")
 
-# Kafka API names a proxy rule may match (key by name); a number is accepted too.
-API_NAMES = {
-    "Produce": 0, "Fetch": 1, "ListOffsets": 2, "Metadata": 3, "OffsetCommit": 8, "OffsetFetch": 9,
-    "FindCoordinator": 10, "JoinGroup": 11, "Heartbeat": 12, "LeaveGroup": 13, "SyncGroup": 14,
-    "ApiVersions": 18, "CreateTopics": 19, "InitProducerId": 22, "AddPartitionsToTxn": 24,
-    "AddOffsetsToTxn": 25, "EndTxn": 26, "WriteTxnMarkers": 27, "TxnOffsetCommit": 28,
-    "DescribeTransactions": 65, "ListTransactions": 66,
-}
+
+def _api_keys() -> dict[str, int]:
+    """Kafka API names a proxy rule may match (a number is accepted too), with their keys: every
+    API the project's codec (and so the proxy) knows. Imported on first use, as it is costly."""
+    from broker_impl.protocol.messages import API
+
+    return {name: api.key for name, api in API.items()}
+
 
 CHECKS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     # kind: (required params, optional params)
@@ -274,8 +274,8 @@ def _fault(v: _V, raw: Any, path: str, topics: dict[str, int]) -> m.FaultDef:
         api = raw.get("api")
         if isinstance(api, int):
             api = str(api)
-        elif api not in API_NAMES:
-            v.fail(f"{path}.api", f"a Kafka API name {sorted(API_NAMES)} or an API key number", api)
+        elif api not in _api_keys():
+            v.fail(f"{path}.api", f"a Kafka API name {sorted(_api_keys())} or an API key number", api)
         error = _answer_error(v, raw, pa, api, path)
         node = None
         if "node" in raw:
@@ -357,7 +357,7 @@ def _answer_error(v: _V, raw: dict, action: str, api: str, path: str) -> str | N
     if raw.get("direction", "request") != "request":
         v.fail(f"{path}.direction", "request: answer replaces the broker's response to a request",
                raw.get("direction"))
-    key = API_NAMES.get(api, None) if not api.lstrip("-").isdigit() else int(api)
+    key = _api_keys().get(api) if not api.lstrip("-").isdigit() else int(api)
     from conformance.proxy.answer import answerable_versions
 
     if not answerable_versions(key):

@@ -16,13 +16,11 @@ which this module does not do.
 
 from __future__ import annotations
 
-import struct
 from functools import cache
 
 from broker_impl.protocol.errors import Errors
-from broker_impl.protocol.messages import API_BY_KEY, RESPONSE_HEADER
+from broker_impl.protocol.messages import API_BY_KEY
 
-_SIZE = struct.Struct(">i")
 ERROR_FIELD = "error_code"
 
 
@@ -72,9 +70,4 @@ def synthesize_response(api_key: int, version: int, correlation_id: int, error: 
     api = API_BY_KEY[api_key]
     resp = api.Response()
     setattr(resp, ERROR_FIELD, error_code_of(error))
-    parts: list[bytes] = []
-    hv = api.response_header_version(version)
-    RESPONSE_HEADER.encode_into(hv, RESPONSE_HEADER.cls(correlation_id=correlation_id), parts.append)
-    api.response.encode_into(version, resp, parts.append)
-    body = b"".join(parts)
-    return _SIZE.pack(len(body)) + body
+    return api.response_frame(version, correlation_id, resp)

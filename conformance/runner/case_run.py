@@ -274,10 +274,9 @@ class CaseRun:
             return done(True, crashed_after="poll")
         if not records:
             return done(True)
-        for op, kw in (("begin_transaction", {}),):
-            out = proc.call(op, deadline, **kw)
-            if not out.ok:
-                return done(False, out.error, stage=op)
+        out = proc.call("begin_transaction", deadline)
+        if not out.ok:
+            return done(False, out.error, stage="begin_transaction")
         for r in records:
             out = proc.call("send", deadline, topic=args["to"], key=r.get("key"), value=r.get("value"), wait=False)
             if not out.ok:

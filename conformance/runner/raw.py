@@ -21,7 +21,7 @@ import time
 from typing import Any, Callable
 
 from conformance.clients import Outcome
-from conformance.clients.errors import KAFKA_ERRORS
+from conformance.clients.errors import kafka_code, kafka_name
 from conformance.clients.protocol import ErrorInfo
 
 READ_TIMEOUT_S = 5.0
@@ -76,26 +76,31 @@ def _round_trip(address: tuple[str, int], frame: bytes, timeout_s: float) -> tup
         raise _NoAnswer("NETWORK_EXCEPTION", f"connection error: {exc}") from None
 
 
+def _failure(op: str, name: str, message: str, t0: float) -> Outcome:
+    """A raw op that brought no usable answer, under Kafka's name (and code) for what happened."""
+    return Outcome(op=op, ok=False, elapsed_ms=(time.monotonic() - t0) * 1000,
+                   error=ErrorInfo(name=name, code=kafka_code(name), message=message, origin="runner",
+                                   client_class="socket"))
+
+
+def _error_name(code: int) -> str:
+    """Kafka's name for an error code read off the wire; ERROR_<code> for a code Kafka lacks."""
+    return kafka_name(code) or f"ERROR_{code}"
+
+
 def send_frame(address: tuple[str, int], args: dict[str, Any]) -> Outcome:
     t0 = time.monotonic()
-
-    def fail(name: str, message: str) -> Outcome:
-        code = next((c for c, (n, _) in KAFKA_ERRORS.items() if n == name), None)
-        return Outcome(op="send_frame", ok=False, elapsed_ms=(time.monotonic() - t0) * 1000,
-                       error=ErrorInfo(name=name, code=code, message=message, origin="runner",
-                                       client_class="socket"))
-
     frame = build_frame(args)
     try:
         size, body = _round_trip(address, frame, READ_TIMEOUT_S)
     except _NoAnswer as exc:
-        return fail(exc.name, exc.message)
+        return _failure("send_frame", exc.name, exc.message, t0)
     (corr,) = struct.unpack(">i", body[:4])
     data: dict[str, Any] = {"response_size": size, "correlation_id": corr}
     if len(body) >= 6:
         (code,) = struct.unpack(">h", body[4:6])
         data["error_code"] = code
-        data["error"] = KAFKA_ERRORS.get(code, (f"ERROR_{code}",))[0]
+        data["error"] = _error_name(code)
     return Outcome(op="send_frame", ok=True, data=data, elapsed_ms=(time.monotonic() - t0) * 1000)
 
 
@@ -207,7 +212,7 @@ def build_struct(codec, struct_spec, values: dict, path: str = "body"):
 
 def build_request(api_name: str, version: int, body: dict, correlation_id: int = 1) -> bytes:
     """The whole request frame (size prefix, header v1/v2, body)."""
-    from broker_impl.protocol.messages import API, REQUEST_HEADER
+    from broker_impl.protocol.messages import API
 
     api = API.get(api_name)
     if api is None:
@@ -215,10 +220,7 @@ def build_request(api_name: str, version: int, body: dict, correlation_id: int =
     if not api.min_version <= version <= api.max_version:
         raise RequestError(f"{api_name} has versions {api.min_version}-{api.max_version}, not {version}")
     obj = build_struct(api.request, api.request.spec.root, body)
-    hdr = REQUEST_HEADER.cls(request_api_key=api.key, request_api_version=version,
-                             correlation_id=correlation_id, client_id="kconform-raw")
-    payload = REQUEST_HEADER.encode(api.request_header_version(version), hdr) + api.request.encode(version, obj)
-    return struct.pack(">i", len(payload)) + payload
+    return api.request_frame(version, correlation_id, "kconform-raw", obj)
 
 
 def _errors(tree: Any) -> list[str]:
@@ -229,7 +231,7 @@ def _errors(tree: Any) -> list[str]:
     if isinstance(tree, dict):
         for k, v in tree.items():
             if (k == "error_code" or k.endswith("_error_code")) and isinstance(v, int) and v != 0:
-                out.append(KAFKA_ERRORS.get(v, (f"ERROR_{v}",))[0])
+                out.append(_error_name(v))
             else:
                 out += _errors(v)
     elif isinstance(tree, list):
@@ -247,27 +249,20 @@ def send_request(address: tuple[str, int], api_name: str, version: int, body: di
 
     t0 = time.monotonic()
     op = "request"
-
-    def fail(name: str, message: str) -> Outcome:
-        code = next((c for c, (n, _) in KAFKA_ERRORS.items() if n == name), None)
-        return Outcome(op=op, ok=False, elapsed_ms=(time.monotonic() - t0) * 1000,
-                       error=ErrorInfo(name=name, code=code, message=message, origin="runner",
-                                       client_class="socket"))
-
     try:
         frame = build_request(api_name, version, body)
     except (RequestError, TypeError, ValueError, OverflowError, struct.error) as exc:
-        return fail("DRIVER_ERROR", f"cannot build {api_name} v{version}: {exc}")
+        return _failure(op, "DRIVER_ERROR", f"cannot build {api_name} v{version}: {exc}", t0)
     api = API[api_name]
     try:
         size, resp = _round_trip(address, frame, timeout_s)
     except _NoAnswer as exc:
-        return fail(exc.name, exc.message)
+        return _failure(op, exc.name, exc.message, t0)
     try:
         _, pos = RESPONSE_HEADER.decode(api.response_header_version(version), resp, 0)
         obj, _ = api.response.decode(version, resp, pos)
     except Exception as exc:  # noqa: BLE001 - an undecodable answer is the outcome
-        return fail("CORRUPT_MESSAGE", f"cannot decode {api_name} v{version} response: {exc}")
+        return _failure(op, "CORRUPT_MESSAGE", f"cannot decode {api_name} v{version} response: {exc}", t0)
     tree = obj.to_dict()
     errors = _errors(tree)
     data: dict[str, Any] = {k: v for k, v in tree.items() if not isinstance(v, (dict, list))}

@@ -1,8 +1,8 @@
-"""CreateTopics and Metadata questions through confluent-kafka's AdminClient.
+"""CreateTopics through confluent-kafka's AdminClient.
 
-Why librdkafka here: creating topics and reading partition leaders are ordinary admin
-operations that a real client performs, so the target uses a real client for them (and the
-answers are what clients will see). The questions librdkafka cannot ask are in wire.py.
+Why librdkafka here: creating topics is an ordinary admin operation that a real client performs,
+so the target uses a real client for it. Metadata questions (leaders, replicas, ISR) are asked
+with the project's own codec in wire.py, the same way for every role.
 """
 from __future__ import annotations
 
@@ -55,15 +55,3 @@ def create_topics(bootstrap: str, topics: list[TopicSpec], nodes: int, timeout: 
                     f"topic {t.name!r} already exists with "
                     f"{len(md.topics[t.name].partitions)} partitions, the case needs {t.partitions}"
                 )
-
-
-def partition_leader(bootstrap: str, topic: str, partition: int, timeout: float = 10.0) -> int:
-    """Leader of topic/partition from a Metadata request; -1 when the cluster names none."""
-    md = admin_client(bootstrap).list_topics(topic=topic, timeout=timeout)
-    t = md.topics.get(topic)
-    if t is None or t.error is not None and t.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-        raise KeyError(f"unknown topic {topic!r}")
-    p = t.partitions.get(partition)
-    if p is None:
-        raise KeyError(f"topic {topic!r} has no partition {partition}")
-    return p.leader

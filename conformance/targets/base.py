@@ -383,9 +383,7 @@ class Target(abc.ABC):
 
     def partition_leader(self, topic: str, partition: int) -> int:
         """Leader node id of a partition as the cluster's Metadata says now; -1 when none."""
-        from .admin import partition_leader
-
-        return partition_leader(self._live_bootstrap(), topic, partition)
+        return self.partition_replicas(topic, partition)[0]
 
     def partition_replicas(self, topic: str, partition: int) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
         """(leader, replicas, isr) of a partition as a live node's Metadata says now."""

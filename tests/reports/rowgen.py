@@ -20,7 +20,7 @@ import random
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from broker_impl.protocol.messages import API, REQUEST_HEADER, RESPONSE_HEADER
+from broker_impl.protocol.messages import API
 from reports.transcripts import Frame, write_transcript
 
 CASES: list[tuple[str, str, list[str]]] = [
@@ -131,22 +131,6 @@ def structural_diff(ref, actual, path: str = "") -> list[dict]:
     return [] if ref == actual else [{"path": path, "reference": ref, "actual": actual}]
 
 
-def _frame_request(api: str, version: int, corr: int, body) -> bytes:
-    a = API[api]
-    hdr = REQUEST_HEADER.encode(a.request_header_version(version),
-                                REQUEST_HEADER.cls(request_api_key=a.key, request_api_version=version,
-                                                   correlation_id=corr, client_id="rdkafka"))
-    payload = hdr + a.request.encode(version, body)
-    return len(payload).to_bytes(4, "big") + payload
-
-
-def _frame_response(api: str, version: int, corr: int, body) -> bytes:
-    a = API[api]
-    hdr = RESPONSE_HEADER.encode(a.response_header_version(version), RESPONSE_HEADER.cls(correlation_id=corr))
-    payload = hdr + a.response.encode(version, body)
-    return len(payload).to_bytes(4, "big") + payload
-
-
 def transcript_frames(fenced: bool, seed: int = 0, broker_port: int = 39092,
                       record_bytes: int = 4000) -> list[Frame]:
     """A producer's transactional session, as real request/response frames on two connections."""
@@ -159,9 +143,11 @@ def transcript_frames(fenced: bool, seed: int = 0, broker_port: int = 39092,
     def exchange(conn, client, api, version, corr, req, resp):
         nonlocal t
         t += 0.0004 + rnd.random() * 0.001
-        frames.append(Frame(round(t, 6), conn, "c2b", client, broker, _frame_request(api, version, corr, req)))
+        frames.append(Frame(round(t, 6), conn, "c2b", client, broker,
+                            API[api].request_frame(version, corr, "rdkafka", req)))
         t += 0.0002 + rnd.random() * 0.002
-        frames.append(Frame(round(t, 6), conn, "b2c", broker, client, _frame_response(api, version, corr, resp)))
+        frames.append(Frame(round(t, 6), conn, "b2c", broker, client,
+                            API[api].response_frame(version, corr, resp)))
 
     A = {n: API[n] for n in ("ApiVersions", "Metadata", "FindCoordinator", "InitProducerId",
                               "AddPartitionsToTxn", "Produce", "EndTxn")}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 import struct
 
-from broker_impl.protocol.messages import API, REQUEST_HEADER, RESPONSE_HEADER
+from broker_impl.protocol.messages import API, RESPONSE_HEADER
 
 
 class RawConnection:
@@ -50,11 +50,7 @@ class RawConnection:
     def encode_request(self, api_name: str, version: int, body) -> bytes:
         api = API[api_name]
         self.correlation_id += 1
-        hdr = REQUEST_HEADER.cls(request_api_key=api.key, request_api_version=version,
-                                 correlation_id=self.correlation_id, client_id="kconform-test")
-        payload = (REQUEST_HEADER.encode(api.request_header_version(version), hdr)
-                   + api.request.encode(version, body))
-        return struct.pack(">i", len(payload)) + payload
+        return api.request_frame(version, self.correlation_id, "kconform-test", body)
 
     def request(self, api_name: str, version: int, body, expect_response: bool = True):
         self.send_raw(self.encode_request(api_name, version, body))

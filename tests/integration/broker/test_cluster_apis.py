@@ -45,6 +45,11 @@ def test_describe_cluster_and_leader_epoch(broker):
         assert list_offset(1_004_500) == (0, 5, 1_005_000)
         assert list_offset(-3) == (0, 9, 1_009_000)
         assert list_offset(int(time.time() * 1000) + 10**9)[1] == -1
+        # A negative timestamp that names none of Kafka's special offsets: Kafka 4.3.1 answers
+        # UNSUPPORTED_VERSION for the partition (measured with -7 and -100); the connection stays.
+        assert list_offset(-7) == (35, -1, -1)
+        assert list_offset(-100) == (35, -1, -1)
+        assert list_offset(-2)[:2] == (0, 0)
 
 
 def test_describe_configs_through_admin(broker_factory):

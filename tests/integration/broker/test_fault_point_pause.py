@@ -10,24 +10,10 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
-
-import pytest
 
 from conformance.runner.faults import process_state
 
-from .test_transactions import consume_all, create_topics, txn_producer
-
-ck = pytest.importorskip("confluent_kafka")
-
-
-def wait_until(predicate, limit_s: float = 20.0) -> bool:
-    deadline = time.monotonic() + limit_s
-    while not predicate():
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.02)
-    return True
+from .ck_helpers import ck, consume_all, open_txn, wait_until
 
 
 def commit_in_background(producer) -> tuple[threading.Thread, dict]:
@@ -45,16 +31,6 @@ def commit_in_background(producer) -> tuple[threading.Thread, dict]:
     return thread, outcome
 
 
-def open_txn(b, tid, topic="p"):
-    create_topics(b.bootstrap, topic, partitions=2)
-    p = txn_producer(b.bootstrap, tid, **{"transaction.timeout.ms": 60000})
-    p.begin_transaction()
-    p.produce(topic, value=b"v0", partition=0)
-    p.produce(topic, value=b"v1", partition=1)
-    p.flush(10)
-    return p
-
-
 def log_lines(b) -> list[str]:
     return [line for line in b.log_path.read_text(errors="replace").splitlines()
             if line.startswith("kconform fault point")]
@@ -62,7 +38,7 @@ def log_lines(b) -> list[str]:
 
 def test_pause_freezes_the_broker_at_the_point_and_sigcont_finishes_the_commit(broker_factory):
     b = broker_factory({"kconform.fault": "after_prepare_durable", "kconform.fault.action": "pause"})
-    p = open_txn(b, "tx-pause")
+    p = open_txn(b, "tx-pause", "p")
     thread, outcome = commit_in_background(p)
     assert wait_until(lambda: process_state(b.proc.pid) == "T"), "broker did not stop itself"
     assert log_lines(b)[0].startswith("kconform fault point after_prepare_durable reached: pause tx-pause")
@@ -79,7 +55,7 @@ def test_a_paused_broker_terminated_and_restarted_recovers_the_commit(broker_fac
     """What the target's restart does to a paused node: SIGTERM, SIGCONT so that it acts on it,
     then the same command line without the fault configs."""
     b = broker_factory({"kconform.fault": "after_prepare_durable", "kconform.fault.action": "pause"})
-    p = open_txn(b, "tx-pause-restart")
+    p = open_txn(b, "tx-pause-restart", "p")
     commit_in_background(p)
     assert wait_until(lambda: process_state(b.proc.pid) == "T")
     os.kill(b.proc.pid, signal.SIGTERM)
@@ -94,7 +70,7 @@ def test_two_points_pause_at_one_then_crash_at_the_other(broker_factory):
     b = broker_factory({"kconform.fault": "after_prepare_durable,after_complete",
                         "kconform.fault.after_prepare_durable.action": "pause",
                         "kconform.fault.after_complete.action": "crash"})
-    p = open_txn(b, "tx-two-points")
+    p = open_txn(b, "tx-two-points", "p")
     commit_in_background(p)
     assert wait_until(lambda: process_state(b.proc.pid) == "T")
     os.kill(b.proc.pid, signal.SIGCONT)
@@ -112,7 +88,7 @@ def test_two_points_pause_at_one_then_crash_at_the_other(broker_factory):
 def test_skip_lets_the_first_commit_pass_and_pauses_the_second(broker_factory):
     b = broker_factory({"kconform.fault": "after_prepare_durable", "kconform.fault.action": "pause",
                         "kconform.fault.skip": "1"})
-    p = open_txn(b, "tx-skip")
+    p = open_txn(b, "tx-skip", "p")
     p.commit_transaction(30)  # hit 1 passes
     assert log_lines(b) == ["kconform fault point after_prepare_durable passed (hit 1)"]
     p.begin_transaction()

@@ -4,52 +4,13 @@ InitProducerId v4, EndTxn v1/v3, Produce v10 -> TV1 rules on a TV2 broker, as on
 from __future__ import annotations
 
 import time
-import uuid
 
 import pytest
 
-ck = pytest.importorskip("confluent_kafka")
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from broker_impl.protocol.messages import API
 
-from broker_impl.protocol.messages import API  # noqa: E402
-
-from .rawclient import RawConnection  # noqa: E402
-
-
-def create_topics(bootstrap, *names, partitions=1):
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for f in admin.create_topics([NewTopic(n, partitions, 1) for n in names]).values():
-        f.result(15)
-
-
-def txn_producer(bootstrap, tid, **extra):
-    p = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "linger.ms": 0, **extra})
-    p.init_transactions(15)
-    return p
-
-
-def consume_all(bootstrap, topic, isolation, expect_at_least=0, timeout=10.0, partitions=1):
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4()}",
-                     "auto.offset.reset": "earliest", "isolation.level": isolation,
-                     "enable.auto.commit": False, "enable.partition.eof": True})
-    c.assign([ck.TopicPartition(topic, p, 0) for p in range(partitions)])
-    out, eofs = [], set()
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == ck.KafkaError._PARTITION_EOF:
-                    eofs.add(m.partition())
-                    if len(eofs) == partitions and len(out) >= expect_at_least:
-                        break
-                continue
-            out.append(m.value())
-    finally:
-        c.close()
-    return out
+from .ck_helpers import ck, commit_into_crash, consume_all, create_topics, open_txn, txn_producer
+from .rawclient import RawConnection
 
 
 def test_commit_and_abort_across_two_topics(broker):
@@ -71,11 +32,7 @@ def test_commit_and_abort_across_two_topics(broker):
 
 
 def test_open_transaction_holds_back_lso(broker):
-    create_topics(broker.bootstrap, "lso")
-    long = txn_producer(broker.bootstrap, "tx-long")
-    long.begin_transaction()
-    long.produce("lso", value=b"open")
-    long.flush(10)
+    long = open_txn(broker, "tx-long", "lso", (b"open",))
     short = txn_producer(broker.bootstrap, "tx-short")
     short.begin_transaction()
     short.produce("lso", value=b"done")
@@ -87,11 +44,7 @@ def test_open_transaction_holds_back_lso(broker):
 
 
 def test_zombie_is_fenced(broker):
-    create_topics(broker.bootstrap, "z")
-    old = txn_producer(broker.bootstrap, "tx-zombie")
-    old.begin_transaction()
-    old.produce("z", value=b"zombie")
-    old.flush(10)
+    old = open_txn(broker, "tx-zombie", "z", (b"zombie",))
     new = txn_producer(broker.bootstrap, "tx-zombie")   # aborts the zombie's open txn
     new.begin_transaction()
     new.produce("z", value=b"new")
@@ -106,11 +59,7 @@ def test_zombie_is_fenced(broker):
 
 def test_timed_out_transaction_is_aborted_and_fenced(broker_factory):
     b = broker_factory({"transaction.abort.timed.out.transaction.cleanup.interval.ms": "100"})
-    create_topics(b.bootstrap, "to")
-    p = txn_producer(b.bootstrap, "tx-timeout", **{"transaction.timeout.ms": 1000})
-    p.begin_transaction()
-    p.produce("to", value=b"late")
-    p.flush(10)
+    p = open_txn(b, "tx-timeout", "to", (b"late",), timeout_ms=1000)
     time.sleep(2.5)
     with pytest.raises(ck.KafkaException):
         p.commit_transaction(15)
@@ -122,20 +71,8 @@ def test_timed_out_transaction_is_aborted_and_fenced(broker_factory):
                                    "after_complete", "before_end_txn_response"])
 def test_crash_at_fault_point_then_restart_commits(broker_factory, point):
     b = broker_factory({"kconform.fault": point})
-    create_topics(b.bootstrap, "f", partitions=2)
-    p = txn_producer(b.bootstrap, f"tx-{point}", **{"transaction.timeout.ms": 60000})
-    p.begin_transaction()
-    p.produce("f", value=b"x0", partition=0)
-    p.produce("f", value=b"x1", partition=1)
-    p.flush(10)
-    try:
-        p.commit_transaction(3)
-    except ck.KafkaException:
-        pass   # the broker may die before answering
-    deadline = time.monotonic() + 10
-    while b.proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert b.proc.returncode == 86, f"broker did not die at {point}"
+    p = open_txn(b, f"tx-{point}", "f", (b"x0", b"x1"))
+    assert commit_into_crash(b, p) == 86, f"broker did not die at {point}"
     b.sets.pop("kconform.fault")
     b.start()
     got = consume_all(b.bootstrap, "f", "read_committed", 2, partitions=2)
@@ -157,20 +94,8 @@ def test_crash_before_prepare_then_timeout_aborts(broker_factory):
     transaction.timeout.ms, as Kafka does (S10 with the client gone)."""
     b = broker_factory({"kconform.fault": "before_prepare_append",
                         "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"})
-    create_topics(b.bootstrap, "g", partitions=2)
-    p = txn_producer(b.bootstrap, "tx-before-prepare", **{"transaction.timeout.ms": 3000})
-    p.begin_transaction()
-    p.produce("g", value=b"y0", partition=0)
-    p.produce("g", value=b"y1", partition=1)
-    p.flush(10)
-    try:
-        p.commit_transaction(3)
-    except ck.KafkaException:
-        pass
-    deadline = time.monotonic() + 10
-    while b.proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert b.proc.returncode == 86, "broker did not die before Prepare"
+    p = open_txn(b, "tx-before-prepare", "g", (b"y0", b"y1"), timeout_ms=3000)
+    assert commit_into_crash(b, p) == 86, "broker did not die before Prepare"
     del p
     b.sets.pop("kconform.fault")
     b.start()

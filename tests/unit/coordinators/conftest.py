@@ -1,12 +1,13 @@
 """A real embedded Broker (real logs in a temp dir, real codec) driven through its
-handler functions, on trio's MockClock so that session and rebalance timeouts
-pass instantly and deterministically (autojump: time advances only when every
-task is blocked)."""
+handler functions. The group tests run it on trio's MockClock (``group_helpers.mock_clock_test``)
+so that session and rebalance timeouts pass instantly and deterministically (autojump: time
+advances only when every task is blocked)."""
 
 from __future__ import annotations
 
+from contextlib import asynccontextmanager
+
 import trio
-import trio.testing
 import pytest
 
 from broker_impl.config import BrokerConfig
@@ -30,6 +31,18 @@ class Harness:
         self.nursery = nursery
         await self.broker.group_coordinator.start(nursery)
         return self.broker
+
+    @asynccontextmanager
+    async def running(self):
+        """The broker, open with its group coordinator running in a nursery for the block; then
+        the nursery is cancelled and the broker closed -- also when the block fails, so a failing
+        test leaves no open logs behind. Tasks the test starts go in ``self.nursery``."""
+        try:
+            async with trio.open_nursery() as nursery:
+                yield await self.start(nursery)
+                nursery.cancel_scope.cancel()
+        finally:
+            self.stop()
 
     def stop(self) -> None:
         if self.broker is not None:
@@ -55,14 +68,3 @@ class Harness:
 @pytest.fixture
 def harness(tmp_path):
     return Harness(tmp_path)
-
-
-def _run(fn, *args, clock=True):
-    kw = {"clock": trio.testing.MockClock(autojump_threshold=0)} if clock else {}
-    return trio.run(lambda: fn(*args), **kw)
-
-
-@pytest.fixture
-def run():
-    """``run(async_fn, *args)``: run under trio, on MockClock with autojump by default."""
-    return _run

@@ -9,10 +9,10 @@ import trio.testing
 
 from broker_impl.coordinators.group_records import (
     GroupRecord, MemberMetadata, OffsetAndMetadata, OffsetRecord, decode_record, group_metadata_key,
-    group_metadata_value, java_string_hash, new_group_metadata_value, offset_commit_key, offset_commit_value,
-    partition_for,
+    group_metadata_value, new_group_metadata_value, offset_commit_key, offset_commit_value,
 )
 from broker_impl.coordinators.group_timer import CoordinatorTimer
+from broker_impl.coordinators.partitioner import java_string_hash, partition_for
 
 
 def test_java_string_hash_matches_java():

@@ -5,92 +5,21 @@ clean close and rebuilt from the same directory)."""
 
 from __future__ import annotations
 
-import trio
 import pytest
+import trio
 
-from broker_impl.cluster.topics import TopicRegistry
-from broker_impl.config import BrokerConfig
-from broker_impl.coordinators.producer_ids import ProducerIdManager
-from broker_impl.coordinators.transaction import TransactionCoordinator
 from broker_impl.coordinators.transaction_metadata import TV_0, TV_2, TransactionState
-from broker_impl.log import records as rec
-from broker_impl.log.partition_log import PartitionLog
 from broker_impl.protocol.errors import Errors
 
+from tests.unit.coordinators.txn_helpers import eventually, open_txn, produce, run, settle, started
+
 S = TransactionState
-
-
-class Node:
-    """The broker attributes the coordinator uses, made of the real components."""
-
-    def __init__(self, data_dir, nursery, **configs):
-        self.config = BrokerConfig({"transaction.state.log.num.partitions": "3", **configs})
-        self.data_dir = data_dir
-        self.topics = TopicRegistry(data_dir, lambda d, c: PartitionLog(str(d), self.config.log_config(c)))
-        self.topics.load()
-        self.producer_ids = ProducerIdManager(data_dir)
-        self.nursery = nursery
-        self.appends = 0
-        self.txn_coordinator = TransactionCoordinator(self)
-
-    def notify_append(self):
-        self.appends += 1
-
-    def crash(self):
-        for t in self.topics.topics.values():
-            for p in t.partitions:
-                p.log.abandon()
-
-
-async def started(tmp_path, nursery, **configs) -> Node:
-    node = Node(tmp_path, nursery, **configs)
-    await node.txn_coordinator.start(nursery)
-    with trio.fail_after(5):
-        while node.txn_coordinator.txn_manager.loading:
-            await trio.sleep(0.01)
-    return node
-
-
-def produce(node, topic, partition, pid, epoch, seq, txn=True):
-    plog = node.topics.partition(topic, partition).log
-    batch = rec.build_batch([(b"k", b"v")], producer_id=pid, producer_epoch=epoch, base_sequence=seq,
-                            is_transactional=txn)
-    return plog.append(batch)
-
-
-async def open_txn(node, tid, partitions, tv=None):
-    """init_producer_id, AddPartitionsToTxn and one record per partition: an Ongoing
-    transaction; returns (coordinator, producer id, epoch)."""
-    c = node.txn_coordinator
-    _, pid, epoch = await c.init_producer_id(tid, 60000, None)
-    extra = () if tv is None else (tv,)
-    assert await c.add_partitions(tid, pid, epoch, set(partitions), *extra) == Errors.NONE
-    for topic, partition in sorted(partitions):
-        produce(node, topic, partition, pid, epoch, 0)
-    return c, pid, epoch
-
-
-async def settle(coord):
-    with trio.fail_after(5):
-        while coord.markers.in_flight:
-            await trio.sleep(0.01)
-
-
-def run(fn):
-    def wrapper(tmp_path):
-        async def main():
-            async with trio.open_nursery() as nursery:
-                await fn(tmp_path, nursery)
-                nursery.cancel_scope.cancel()
-        trio.run(main)
-    wrapper.__name__ = fn.__name__
-    return wrapper
+CLEANUP_EVERY_20MS = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "20"}
 
 
 @run
 async def test_commit_writes_markers_and_advances_lso(tmp_path, nursery):
-    node = await started(tmp_path, nursery)
-    node.topics.create("t", 2)
+    node = await started(tmp_path, nursery, topics={"t": 2})
     c = node.txn_coordinator
     err, pid, epoch = await c.init_producer_id("tx", 60000, None)
     assert (err, epoch) == (Errors.NONE, 0)
@@ -110,8 +39,7 @@ async def test_commit_writes_markers_and_advances_lso(tmp_path, nursery):
 
 @run
 async def test_end_txn_errors_per_state(tmp_path, nursery):
-    node = await started(tmp_path, nursery)
-    node.topics.create("t", 1)
+    node = await started(tmp_path, nursery, topics={"t": 1})
     c = node.txn_coordinator
     assert (await c.init_producer_id("", 1000, None))[0] == Errors.INVALID_REQUEST
     assert (await c.init_producer_id("x", 10**9, None))[0] == Errors.INVALID_TRANSACTION_TIMEOUT
@@ -126,12 +54,8 @@ async def test_end_txn_errors_per_state(tmp_path, nursery):
 
 @run
 async def test_init_during_ongoing_fences_and_aborts(tmp_path, nursery):
-    node = await started(tmp_path, nursery)
-    node.topics.create("t", 1)
-    c = node.txn_coordinator
-    _, pid, e0 = await c.init_producer_id("tx", 60000, None)
-    await c.add_partitions("tx", pid, e0, {("t", 0)})
-    produce(node, "t", 0, pid, e0, 0)
+    node = await started(tmp_path, nursery, topics={"t": 1})
+    c, pid, e0 = await open_txn(node, "tx", {("t", 0)})
     err, _, _ = await c.init_producer_id("tx", 60000, None)
     assert err == Errors.CONCURRENT_TRANSACTIONS
     await settle(c)
@@ -152,11 +76,8 @@ async def test_init_during_ongoing_fences_and_aborts(tmp_path, nursery):
 
 @run
 async def test_init_during_ongoing_tv1_bumps_twice(tmp_path, nursery):
-    node = await started(tmp_path, nursery, **{"transaction.version": "1"})
-    node.topics.create("t", 1)
-    c = node.txn_coordinator
-    _, pid, e0 = await c.init_producer_id("tx", 60000, None)
-    await c.add_partitions("tx", pid, e0, {("t", 0)})
+    node = await started(tmp_path, nursery, topics={"t": 1}, **{"transaction.version": "1"})
+    c, pid, e0 = await open_txn(node, "tx", {("t", 0)}, records=False)
     assert (await c.init_producer_id("tx", 60000, None))[0] == Errors.CONCURRENT_TRANSACTIONS
     await settle(c)
     assert (await c.init_producer_id("tx", 60000, None)) == (Errors.NONE, pid, e0 + 2)
@@ -164,12 +85,8 @@ async def test_init_during_ongoing_tv1_bumps_twice(tmp_path, nursery):
 
 @run
 async def test_tv2_end_txn_bumps_epoch_and_retry(tmp_path, nursery):
-    node = await started(tmp_path, nursery)
-    node.topics.create("t", 1)
-    c = node.txn_coordinator
-    _, pid, e0 = await c.init_producer_id("tx", 60000, None)
-    assert await c.add_partitions("tx", pid, e0, {("t", 0)}, TV_2) == Errors.NONE
-    produce(node, "t", 0, pid, e0, 0)
+    node = await started(tmp_path, nursery, topics={"t": 1})
+    c, pid, e0 = await open_txn(node, "tx", {("t", 0)}, TV_2)
     assert await c.handle_end_transaction("tx", pid, e0, True, TV_2) == (Errors.NONE, pid, e0 + 1)
     await settle(c)
     assert await c.handle_end_transaction("tx", pid, e0, True, TV_2) == (Errors.NONE, pid, e0 + 1)  # retry
@@ -179,16 +96,9 @@ async def test_tv2_end_txn_bumps_epoch_and_retry(tmp_path, nursery):
 
 @run
 async def test_timeout_abort_fences_producer(tmp_path, nursery):
-    node = await started(tmp_path, nursery, **{
-        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "20"})
-    node.topics.create("t", 1)
-    c = node.txn_coordinator
-    _, pid, e0 = await c.init_producer_id("tx", 50, None)
-    await c.add_partitions("tx", pid, e0, {("t", 0)})
-    produce(node, "t", 0, pid, e0, 0)
-    with trio.fail_after(5):
-        while c.txn_manager.get("tx").state is not S.COMPLETE_ABORT:
-            await trio.sleep(0.02)
+    node = await started(tmp_path, nursery, topics={"t": 1}, **CLEANUP_EVERY_20MS)
+    c, pid, e0 = await open_txn(node, "tx", {("t", 0)}, timeout_ms=50)
+    await eventually(lambda: c.txn_manager.get("tx").state is S.COMPLETE_ABORT, step=0.02)
     assert c.txn_manager.get("tx").producer_epoch > e0
     assert (await c.handle_end_transaction("tx", pid, e0, True, TV_0))[0] == Errors.PRODUCER_FENCED
 
@@ -198,16 +108,9 @@ async def test_timeout_abort_tv2_bumps_once_and_old_epoch_reads_as_retry(tmp_pat
     """Kafka 4.3.1 measured (cases/txn/timeout_abort, Java client, EndTxn v5): the timed-out
     transaction is aborted at epoch+1 (the marker's epoch), so the producer's own EndTxn v5 at the
     old epoch is a TV2 "retry" of a completed abort: COMMIT gets INVALID_TXN_STATE, ABORT NONE."""
-    node = await started(tmp_path, nursery, **{
-        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "20"})
-    node.topics.create("t", 1)
-    c = node.txn_coordinator
-    _, pid, e0 = await c.init_producer_id("tx", 50, None)
-    assert await c.add_partitions("tx", pid, e0, {("t", 0)}, TV_2) == Errors.NONE
-    produce(node, "t", 0, pid, e0, 0)
-    with trio.fail_after(5):
-        while c.txn_manager.get("tx").state is not S.COMPLETE_ABORT:
-            await trio.sleep(0.02)
+    node = await started(tmp_path, nursery, topics={"t": 1}, **CLEANUP_EVERY_20MS)
+    c, pid, e0 = await open_txn(node, "tx", {("t", 0)}, TV_2, timeout_ms=50)
+    await eventually(lambda: c.txn_manager.get("tx").state is S.COMPLETE_ABORT, step=0.02)
     await settle(c)
     md = c.txn_manager.get("tx")
     assert md.producer_epoch == e0 + 1
@@ -221,8 +124,7 @@ async def test_timeout_abort_tv2_bumps_once_and_old_epoch_reads_as_retry(tmp_pat
 
 @run
 async def test_prepare_commit_is_completed_after_restart(tmp_path, nursery):
-    node = await started(tmp_path, nursery)
-    node.topics.create("t", 2)
+    node = await started(tmp_path, nursery, topics={"t": 2})
     c, pid, e0 = await open_txn(node, "tx", {("t", 0), ("t", 1)})
     # PrepareCommit made durable, then "crash" before any marker
     md = c.txn_manager.get("tx")
@@ -248,11 +150,8 @@ async def test_prepare_commit_is_completed_after_restart(tmp_path, nursery):
 
 @run
 async def test_verification_of_unadded_partition(tmp_path, nursery):
-    node = await started(tmp_path, nursery)
-    node.topics.create("t", 2)
-    c = node.txn_coordinator
-    _, pid, e0 = await c.init_producer_id("tx", 60000, None)
-    await c.add_partitions("tx", pid, e0, {("t", 0)})
+    node = await started(tmp_path, nursery, topics={"t": 2})
+    c, pid, e0 = await open_txn(node, "tx", {("t", 0)}, records=False)
     res = c.verify_partitions("tx", pid, e0, [("t", 0), ("t", 1)])
     assert res == {("t", 0): Errors.NONE, ("t", 1): Errors.TRANSACTION_ABORTABLE}
     assert c.verification_error_for_produce(Errors.TRANSACTION_ABORTABLE, 0) == Errors.INVALID_TXN_STATE

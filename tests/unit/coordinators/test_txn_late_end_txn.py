@@ -15,15 +15,14 @@ from __future__ import annotations
 from broker_impl.coordinators.transaction_metadata import TV_0, TV_2, TransactionState
 from broker_impl.protocol.errors import Errors
 
-from tests.unit.coordinators.test_txn_coordinator import open_txn, produce, run, settle, started
+from tests.unit.coordinators.txn_helpers import open_txn, produce, run, settle, started
 
 S = TransactionState
 
 
 @run
 async def test_tv1_late_commit_commits_the_next_transaction(tmp_path, nursery):
-    node = await started(tmp_path, nursery)
-    node.topics.create("t", 1)
+    node = await started(tmp_path, nursery, topics={"t": 1})
     c, pid, epoch = await open_txn(node, "tx", {("t", 0)})                     # "a", txn 1
     assert (await c.handle_end_transaction("tx", pid, epoch, True, TV_0))[0] == Errors.NONE   # the retry
     await settle(c)
@@ -46,8 +45,7 @@ async def test_tv1_late_commit_while_the_previous_markers_are_written(tmp_path, 
     producer cannot begin txn 2 and no EndTxn lands, commit or abort: CONCURRENT_TRANSACTIONS,
     which clients retry (Kafka checks the pending transition before the state; measured on
     4.3.1 with raw requests: AddPartitionsToTxn v3 and EndTxn v4 right after the commit)."""
-    node = await started(tmp_path, nursery)
-    node.topics.create("t", 1)
+    node = await started(tmp_path, nursery, topics={"t": 1})
     c, pid, epoch = await open_txn(node, "tx", {("t", 0)})
     assert (await c.handle_end_transaction("tx", pid, epoch, True, TV_0))[0] == Errors.NONE
     # no checkpoint since: the marker task has not run yet
@@ -62,8 +60,7 @@ async def test_tv1_late_commit_while_the_previous_markers_are_written(tmp_path, 
 
 @run
 async def test_tv2_late_commit_is_fenced_by_the_epoch_bump(tmp_path, nursery):
-    node = await started(tmp_path, nursery)
-    node.topics.create("t", 1)
+    node = await started(tmp_path, nursery, topics={"t": 1})
     c, pid, e0 = await open_txn(node, "tx", {("t", 0)}, TV_2)                  # "x", txn 1
     assert await c.handle_end_transaction("tx", pid, e0, True, TV_2) == (Errors.NONE, pid, e0 + 1)
     await settle(c)

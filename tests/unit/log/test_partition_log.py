@@ -262,12 +262,19 @@ def test_recovery_truncates_at_batch_with_bad_crc(open_log, tmp_path):
     assert batches_in(log.read(0, 1 << 20).records)[0].last_offset == 1
 
 
-def test_recovery_after_roll_scans_only_segments_since_last_snapshot(open_log, tmp_path):
+def three_segment_log(open_log):
+    """Six 5-record batches, two to a segment: segments at 0, 10 and 20, left open for the test
+    to crash. Returns (log, batch, config) so the test can reopen it alike."""
     batch = kp_batch(5, value=b"x" * 200)
     cfg = {"segment.bytes": len(batch) * 2}
     log = open_log(cfg)
     for _ in range(6):
         log.append(batch, now_ms=NOW)
+    return log, batch, cfg
+
+
+def test_recovery_after_roll_scans_only_segments_since_last_snapshot(open_log, tmp_path):
+    log, batch, cfg = three_segment_log(open_log)
     assert [s.base_offset for s in log.segments] == [0, 10, 20]
     log.abandon()  # crash; the roll to 20 fsynced segment 10 and wrote 20.snapshot
     os.truncate(_seg_path(tmp_path, 20), len(batch) + 3)  # active segment torn
@@ -281,11 +288,7 @@ def test_recovery_after_roll_scans_only_segments_since_last_snapshot(open_log, t
 
 
 def test_recovery_truncation_in_middle_segment_drops_later_segments(open_log, tmp_path):
-    batch = kp_batch(5, value=b"x" * 200)
-    cfg = {"segment.bytes": len(batch) * 2}
-    log = open_log(cfg)
-    for _ in range(6):
-        log.append(batch, now_ms=NOW)
+    log, batch, cfg = three_segment_log(open_log)
     log.abandon()
     for name in os.listdir(tmp_path / "t-0"):  # no snapshot: every segment is recovered
         if name.endswith(".snapshot"):

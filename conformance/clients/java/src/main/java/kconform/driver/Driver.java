@@ -235,40 +235,54 @@ public final class Driver {
     }
 
     // -- lifecycle ----------------------------------------------------------------------------------
-    private Properties props(JsonNode a) {
-        Properties p = new Properties();
-        Iterator<Map.Entry<String, JsonNode>> it = a.path("config").fields();
+    /** A JSON object of config values as strings, the way Java properties spell them. */
+    private static Map<String, String> strings(JsonNode object) {
+        Map<String, String> out = new LinkedHashMap<>();
+        Iterator<Map.Entry<String, JsonNode>> it = object.fields();
         while (it.hasNext()) {
             Map.Entry<String, JsonNode> e = it.next();
-            p.put(e.getKey(), e.getValue().isTextual() ? e.getValue().asText() : e.getValue().toString());
+            out.put(e.getKey(), e.getValue().isTextual() ? e.getValue().asText() : e.getValue().toString());
         }
+        return out;
+    }
+
+    private static Properties configProps(JsonNode a) {
+        Properties p = new Properties();
+        p.putAll(strings(a.path("config")));
+        return p;
+    }
+
+    /** A producer's or consumer's config; its bootstrap.servers becomes create_admin's default. */
+    private Properties clientProps(JsonNode a) {
+        Properties p = configProps(a);
         if (p.getProperty("bootstrap.servers") != null) bootstrap = p.getProperty("bootstrap.servers");
         return p;
     }
 
-    private JsonNode createProducer(JsonNode a) {
-        if (producer != null) throw new OpError("ILLEGAL_STATE", "this driver already has a producer; start another driver");
-        producer = new KafkaProducer<>(props(a), new ByteArraySerializer(), new ByteArraySerializer());
+    private static void ensureNew(Object client, String kind) {
+        if (client != null) throw new OpError("ILLEGAL_STATE", "this driver already has a " + kind + "; start another driver");
+    }
+
+    private static ObjectNode clientIdData(JsonNode a) {
         ObjectNode data = empty();
         data.put("client_id", a.path("config").path("client.id").asText(null));
         return data;
+    }
+
+    private JsonNode createProducer(JsonNode a) {
+        ensureNew(producer, "producer");
+        producer = new KafkaProducer<>(clientProps(a), new ByteArraySerializer(), new ByteArraySerializer());
+        return clientIdData(a);
     }
 
     private JsonNode createConsumer(JsonNode a) {
-        if (consumer != null) throw new OpError("ILLEGAL_STATE", "this driver already has a consumer; start another driver");
-        consumer = new KafkaConsumer<>(props(a), new ByteArrayDeserializer(), new ByteArrayDeserializer());
-        ObjectNode data = empty();
-        data.put("client_id", a.path("config").path("client.id").asText(null));
-        return data;
+        ensureNew(consumer, "consumer");
+        consumer = new KafkaConsumer<>(clientProps(a), new ByteArrayDeserializer(), new ByteArrayDeserializer());
+        return clientIdData(a);
     }
 
     private JsonNode createAdmin(JsonNode a) {
-        Properties p = new Properties();
-        Iterator<Map.Entry<String, JsonNode>> it = a.path("config").fields();
-        while (it.hasNext()) {
-            Map.Entry<String, JsonNode> e = it.next();
-            p.put(e.getKey(), e.getValue().isTextual() ? e.getValue().asText() : e.getValue().toString());
-        }
+        Properties p = configProps(a);
         if (p.getProperty("bootstrap.servers") == null) {
             if (bootstrap == null) throw new OpError("ILLEGAL_STATE", "create_admin needs config with bootstrap.servers");
             p.put("bootstrap.servers", bootstrap);
@@ -614,13 +628,7 @@ public final class Driver {
         for (JsonNode t : a.get("topics")) {
             NewTopic nt = new NewTopic(t.get("name").asText(), t.path("partitions").asInt(1),
                     (short) t.path("replication_factor").asInt(1));
-            Map<String, String> configs = new HashMap<>();
-            Iterator<Map.Entry<String, JsonNode>> it = t.path("config").fields();
-            while (it.hasNext()) {
-                Map.Entry<String, JsonNode> e = it.next();
-                configs.put(e.getKey(), e.getValue().isTextual() ? e.getValue().asText() : e.getValue().toString());
-            }
-            nt.configs(configs);
+            nt.configs(strings(t.path("config")));
             topics.add(nt);
         }
         CreateTopicsOptions options = new CreateTopicsOptions();

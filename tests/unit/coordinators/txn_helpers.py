@@ -1,0 +1,92 @@
+"""Helpers shared by the TransactionCoordinator tests: a node made of the broker's real parts
+(TopicRegistry, PartitionLog, ProducerIdManager, the txn log on disk), the test decorator that runs
+a coroutine in a nursery, and the steps most tests begin with."""
+
+from __future__ import annotations
+
+import trio
+
+from broker_impl.cluster.topics import TopicRegistry
+from broker_impl.config import BrokerConfig
+from broker_impl.coordinators.producer_ids import ProducerIdManager
+from broker_impl.coordinators.transaction import TransactionCoordinator
+from broker_impl.log import records as rec
+from broker_impl.log.partition_log import PartitionLog
+from broker_impl.protocol.errors import Errors
+
+
+class Node:
+    """The broker attributes the coordinator uses, made of the real components."""
+
+    def __init__(self, data_dir, nursery, **configs):
+        self.config = BrokerConfig({"transaction.state.log.num.partitions": "3", **configs})
+        self.data_dir = data_dir
+        self.topics = TopicRegistry(data_dir, lambda d, c: PartitionLog(str(d), self.config.log_config(c)))
+        self.topics.load()
+        self.producer_ids = ProducerIdManager(data_dir)
+        self.nursery = nursery
+        self.appends = 0
+        self.txn_coordinator = TransactionCoordinator(self)
+
+    def notify_append(self):
+        self.appends += 1
+
+    def crash(self):
+        for t in self.topics.topics.values():
+            for p in t.partitions:
+                p.log.abandon()
+
+
+async def eventually(condition, step: float = 0.01, timeout: float = 5) -> None:
+    """Poll ``condition()`` until it holds; fails the test after ``timeout`` seconds."""
+    with trio.fail_after(timeout):
+        while not condition():
+            await trio.sleep(step)
+
+
+async def started(tmp_path, nursery, topics: dict[str, int] | None = None, **configs) -> Node:
+    """A node whose coordinator has loaded its log, with ``topics`` (name -> partitions) created."""
+    node = Node(tmp_path, nursery, **configs)
+    await node.txn_coordinator.start(nursery)
+    await eventually(lambda: not node.txn_coordinator.txn_manager.loading)
+    for name, partitions in (topics or {}).items():
+        node.topics.create(name, partitions)
+    return node
+
+
+def produce(node, topic, partition, pid, epoch, seq, txn=True):
+    plog = node.topics.partition(topic, partition).log
+    batch = rec.build_batch([(b"k", b"v")], producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                            is_transactional=txn)
+    return plog.append(batch)
+
+
+async def open_txn(node, tid, partitions, tv=None, timeout_ms=60000, records=True):
+    """init_producer_id, AddPartitionsToTxn and (with ``records``) one record per partition: an
+    Ongoing transaction; returns (coordinator, producer id, epoch)."""
+    c = node.txn_coordinator
+    _, pid, epoch = await c.init_producer_id(tid, timeout_ms, None)
+    extra = () if tv is None else (tv,)
+    assert await c.add_partitions(tid, pid, epoch, set(partitions), *extra) == Errors.NONE
+    if records:
+        for topic, partition in sorted(partitions):
+            produce(node, topic, partition, pid, epoch, 0)
+    return c, pid, epoch
+
+
+async def settle(coord):
+    """Wait until every marker the coordinator sent is written."""
+    await eventually(lambda: not coord.markers.in_flight)
+
+
+def run(fn):
+    """Turn ``async def test_x(tmp_path, nursery)`` into a pytest test taking ``tmp_path``: the
+    coroutine runs under ``trio.run`` (real clock) in a nursery cancelled when it returns."""
+    def wrapper(tmp_path):
+        async def main():
+            async with trio.open_nursery() as nursery:
+                await fn(tmp_path, nursery)
+                nursery.cancel_scope.cancel()
+        trio.run(main)
+    wrapper.__name__ = fn.__name__
+    return wrapper
