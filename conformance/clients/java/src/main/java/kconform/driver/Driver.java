@@ -62,7 +62,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  */
 public final class Driver {
     private static final long LIBRARY_SLACK_MS = 500;
-    /** Bound on the wait for a transactional producer to settle in its error state after a failed send. */
+    /** Bound on the wait for a transactional producer to settle in its error state after a failed producer op. */
     private static final long ERROR_STATE_SETTLE_MS = 1000;
     private static final Set<String> OPS = Set.of(
             "hello", "create_producer", "create_consumer", "create_admin", "init_transactions",
@@ -174,7 +174,14 @@ public final class Driver {
             if (cause instanceof OpError) {
                 return errorReply(id, ((OpError) cause).info);
             }
-            return errorReply(id, Outcomes.error(cause, PRODUCER_OPS.contains(op) ? producer : null));
+            if (!PRODUCER_OPS.contains(op)) {
+                return errorReply(id, Outcomes.error(cause, null));
+            }
+            // Some failures reach the caller before the client moves to its error state (a send's
+            // future, an EndTxn answered UNKNOWN_PRODUCER_ID or TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+            // both measured as flipping between runs): read the settled classification.
+            Outcomes.awaitTransactionErrorState(producer, ERROR_STATE_SETTLE_MS);
+            return errorReply(id, Outcomes.error(cause, producer));
         }
     }
 
@@ -385,10 +392,6 @@ public final class Driver {
             return metadata(f.get(d.remainingMs(), TimeUnit.MILLISECONDS));
         } catch (TimeoutException e) {
             throw new OpError("DEADLINE_EXCEEDED", "no delivery result before the deadline");
-        } catch (java.util.concurrent.ExecutionException e) {
-            // the future fails before the Sender moves the producer to its error state
-            Outcomes.awaitTransactionErrorState(p, ERROR_STATE_SETTLE_MS);
-            throw e;
         }
     }
 
