@@ -9,16 +9,19 @@ from __future__ import annotations
 import argparse
 import sys
 
+from broker_impl.cli import build_parser as broker_parser
+from broker_impl.cli import run_from_args
+from reports.cli import report, transcript
+
+from .runner.cli import add_run_parser
+from .targets import target_rows
+
 
 def _cmd_broker(args) -> int:
-    from broker_impl.cli import run_from_args
-
     return run_from_args(args)
 
 
 def _cmd_targets(args) -> int:
-    from .targets import target_rows
-
     rows = target_rows()
     width = max(len(r[0]) for r in rows)
     for name, ok, detail in rows:
@@ -27,8 +30,6 @@ def _cmd_targets(args) -> int:
 
 
 def _cmd_report(args) -> int:
-    from reports.cli import report
-
     served, single = report(args.results, args.out, analytics_dir=args.analytics)
     print(f"report: {single}")
     print(f"served report directory: {served}")
@@ -36,13 +37,11 @@ def _cmd_report(args) -> int:
 
 
 def _cmd_transcript(args) -> int:
-    from reports.cli import transcript
-
     return transcript(args.file)
 
 
 def _cmd_analyze(args) -> int:
-    try:
+    try:  # PySpark is an optional extra: without it, this subcommand alone says what to install
         from reports.analytics import analyze
     except ImportError as exc:
         print(f"kconform analyze needs the analytics extra (pip install 'kconform[analytics]'): {exc}",
@@ -55,8 +54,6 @@ def _cmd_analyze(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kconform", description="Kafka wire-protocol conformance harness.")
     sub = p.add_subparsers(dest="command", required=True)
-
-    from broker_impl.cli import build_parser as broker_parser
 
     b = sub.add_parser("broker", help="run the embedded trio Kafka broker")
     broker_parser(b)
@@ -81,12 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     an.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
     an.set_defaults(func=_cmd_analyze)
 
-    try:
-        from .runner.cli import add_run_parser
-    except ImportError:
-        pass
-    else:
-        add_run_parser(sub)
+    add_run_parser(sub)
     return p
 
 

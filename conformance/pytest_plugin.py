@@ -106,8 +106,6 @@ class KconformError(Exception):
 
 class KconformCollector(pytest.Collector):
     def collect(self):
-        from conformance.runner.runner import REFERENCE_TARGET
-
         state = self.config.stash[_STATE_KEY]
         targets = sorted(state["targets"], key=lambda t: t != state["ctx"].reference)
         for target in targets:
@@ -121,7 +119,7 @@ def pytest_configure(config) -> None:
     if not _active(config):
         return
     from conformance.dsl import load_cases
-    from conformance.runner.runner import REFERENCE_TARGET, RowContext, TargetSlot, default_clients, new_run_id
+    from conformance.runner.runner import RowContext, TargetSlot, default_clients, new_run_id, reference_target
 
     targets = config.getoption("kconform_target") or ["embedded"]
     clients = config.getoption("kconform_client") or default_clients()
@@ -133,7 +131,7 @@ def pytest_configure(config) -> None:
     results_dir.mkdir(parents=True, exist_ok=True)
     results = results_dir / "results.jsonl"
     results.write_text("")
-    reference = REFERENCE_TARGET if REFERENCE_TARGET in targets and len(targets) > 1 else None
+    reference = reference_target(targets)
     for c in cases:
         for tag in c.tags:
             config.addinivalue_line("markers", f"kconform_{tag.replace('-', '_')}: kconform case tag {tag}")

@@ -23,11 +23,16 @@ keys):
 - ``kconform.fault.<point>.action`` / ``.skip`` / ``.hold.ms``  the same for one point,
   over the defaults above (so one case can pause at one point and crash at another)
 - ``kconform.fault.exit.code``    exit status of a crash (default 86)
+- ``kconform.fault.notify``       ``127.0.0.1:PORT``: where to send a notice of every hit
+  (:mod:`.channel`)
 
-Every hit of an armed point writes one flushed line to stderr: ``kconform fault point <name>
-reached: <action>`` when it fires (before the crash or the stop, so a test can tell a planned
-death or freeze from a bug), ``kconform fault point <name> passed (hit N)`` when it lets the hit
-pass -- so a harness that restarts the broker can count the hits its earlier life saw.
+Every hit of an armed point is told twice, before the point acts: a notice on the harness's
+channel (``reached`` when it fires, ``passed`` when it lets the hit pass -- the harness waits on
+these, and counts them to re-arm a restarted broker), and one flushed line in the broker's own
+log for people (``kconform fault point <name> reached: <action>``). A crash or a stop therefore
+always comes after the harness was told, so a planned death or freeze is never taken for a bug.
+:func:`arming_configs` writes the configs above from :class:`Arm` values, so the config
+spelling lives here only.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ import sys
 from dataclasses import dataclass
 
 import trio
+
+from .channel import FaultNotice, NoticeSender
 
 #: Every fault point the broker has, and where it sits.
 POINTS: dict[str, str] = {
@@ -54,9 +61,11 @@ PAUSE = "pause"
 HOLD = "hold"
 ACTIONS = (CRASH, PAUSE, HOLD)
 
-#: The line a point writes when it fires / lets a hit pass (the harness greps for them).
+#: The log lines a point writes when it fires / lets a hit pass (for people reading the log).
 REACHED_LINE = "kconform fault point {point} reached: {action}"
 PASSED_LINE = "kconform fault point {point} passed (hit {hit})"
+#: The config naming the harness's notice channel (HOST:PORT).
+NOTIFY = "kconform.fault.notify"
 
 
 @dataclass(frozen=True)
@@ -83,7 +92,9 @@ class FaultPoints:
         self.arms: dict[str, Arm] = {}
         self.exit_code = 86
         self.hits: dict[str, int] = {}
+        self.node_id = 0
         self._release: trio.Event | None = None
+        self._notices: NoticeSender | None = None
 
     @property
     def names(self) -> frozenset[str]:
@@ -91,23 +102,13 @@ class FaultPoints:
 
     def configure(self, values: dict[str, str]) -> None:
         """Arm or disarm from ``kconform.fault*`` config values (unknown names raise)."""
-        names = [n.strip() for n in values.get("kconform.fault", "").split(",") if n.strip()]
-        unknown = [n for n in names if n not in POINTS]
-        if unknown:
-            raise ValueError(f"unknown fault point(s) {unknown}; known: {sorted(POINTS)}")
-        for key in values:
-            if not key.startswith("kconform.fault."):
-                continue
-            rest = key[len("kconform.fault."):]
-            if rest in _SETTINGS or rest == "exit.code":
-                continue
-            point, _, setting = rest.partition(".")
-            if point not in POINTS or setting not in _SETTINGS:
-                raise ValueError(f"{key}: not a fault-point config (kconform.fault.[<point>.]"
-                                 f"{{{','.join(_SETTINGS)}}}, points {sorted(POINTS)})")
-        default = _arm(values, "kconform.fault", Arm())
-        arms = {n: _arm(values, f"kconform.fault.{n}", default) for n in names}
+        arms = parse_arms(values)
         exit_code = int(values.get("kconform.fault.exit.code", "86"))
+        notify = values.get(NOTIFY)
+        if self._notices is not None:
+            self._notices.close()
+        self._notices = NoticeSender(notify) if notify and arms else None
+        self.node_id = int(values.get("node.id", "0") or 0)
         self.arms = arms
         self.exit_code = exit_code
         self.hits = {}
@@ -128,10 +129,12 @@ class FaultPoints:
         n = self.hits.get(name, 0) + 1
         self.hits[name] = n
         if n <= arm.skip:
+            self._tell(FaultNotice(name, "passed", arm.action, n, self.node_id, os.getpid()))
             _say(PASSED_LINE.format(point=name, hit=n))
             return
         if n > arm.skip + 1:
             return  # fired once already
+        self._tell(FaultNotice(name, "reached", arm.action, n, self.node_id, os.getpid(), detail))
         _say(f"{REACHED_LINE.format(point=name, action=arm.action)} {detail}".rstrip())
         if arm.action == CRASH:
             os._exit(self.exit_code)
@@ -150,8 +153,54 @@ class FaultPoints:
                 await self._release.wait()
 
 
+    def _tell(self, notice: FaultNotice) -> None:
+        if self._notices is not None:
+            self._notices.send(notice)
+
+
 #: The settings a point takes, globally (kconform.fault.X) or per point (kconform.fault.<point>.X).
 _SETTINGS = ("action", "skip", "hold.ms")
+
+
+def parse_arms(values: dict[str, str]) -> dict[str, Arm]:
+    """The armed points a config map asks for (ValueError names a wrong key or value)."""
+    names = [n.strip() for n in values.get("kconform.fault", "").split(",") if n.strip()]
+    unknown = [n for n in names if n not in POINTS]
+    if unknown:
+        raise ValueError(f"unknown fault point(s) {unknown}; known: {sorted(POINTS)}")
+    for key in values:
+        if not key.startswith("kconform.fault."):
+            continue
+        rest = key[len("kconform.fault."):]
+        if rest in _SETTINGS or rest in ("exit.code", "notify"):
+            continue
+        point, _, setting = rest.partition(".")
+        if point not in POINTS or setting not in _SETTINGS:
+            raise ValueError(f"{key}: not a fault-point config (kconform.fault.[<point>.]"
+                             f"{{{','.join(_SETTINGS)}}}, points {sorted(POINTS)})")
+    default = _arm(values, "kconform.fault", Arm())
+    return {n: _arm(values, f"kconform.fault.{n}", default) for n in names}
+
+
+def arming_configs(arms: dict[str, Arm]) -> dict[str, str]:
+    """The broker configs that arm exactly these points (the inverse of :func:`parse_arms`)."""
+    for name in arms:
+        if name not in POINTS:
+            raise ValueError(f"unknown fault point {name!r}; known: {sorted(POINTS)}")
+    if not arms:
+        return {}
+    configs = {"kconform.fault": ",".join(arms)}
+    for name, arm in arms.items():
+        configs[f"kconform.fault.{name}.action"] = arm.action
+        configs[f"kconform.fault.{name}.skip"] = str(arm.skip)
+        if arm.hold_ms != -1:
+            configs[f"kconform.fault.{name}.hold.ms"] = str(arm.hold_ms)
+    return configs
+
+
+def is_fault_config(key: str) -> bool:
+    """Whether a broker config key belongs to the fault points (kconform.fault*)."""
+    return key == "kconform.fault" or key.startswith("kconform.fault.")
 
 
 def _arm(values: dict[str, str], prefix: str, default: Arm) -> Arm:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO, Any, Sequence
 
 from conformance.clients.protocol import Outcome, decode_reply, encode_request
+from conformance.clients.registry import CLIENTS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,7 +67,6 @@ class ClientProcess:
             raise RuntimeError("already started")
         command = self._command
         if command is None:
-            from conformance.clients.registry import CLIENTS
             command = CLIENTS[self.client].command()
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)

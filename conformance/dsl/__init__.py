@@ -4,7 +4,7 @@
     cases = load_cases(["txn/*"])         # every case whose id matches a glob
 """
 from .loader import CASES_ROOT, CaseError, discover, load_case, load_cases, parse_case, validate_all
-from .model import Case, CheckDef, Expect, FaultDef, NodeRef, ProxyRule, Step
+from .model import Case, CheckDef, Expect, FaultDef, NodeRef, Step
 
-__all__ = ["CASES_ROOT", "Case", "CaseError", "CheckDef", "Expect", "FaultDef", "NodeRef", "ProxyRule",
-           "Step", "discover", "load_case", "load_cases", "parse_case", "validate_all"]
+__all__ = ["CASES_ROOT", "Case", "CaseError", "CheckDef", "Expect", "FaultDef", "NodeRef", "Step",
+           "discover", "load_case", "load_cases", "parse_case", "validate_all"]

@@ -16,22 +16,24 @@ from typing import Any, Iterable
 
 import yaml
 
-from conformance.clients.errors import KAFKA_ERRORS, LOCAL_NAMES
+from broker_impl.protocol.messages import API
 
+from ..clients.errors import KAFKA_ERRORS, LOCAL_NAMES
+from ..clients.registry import CLIENTS
+from ..proxy.answer import answerable_versions
+from ..proxy.rules import DIRECTIONS, SOURCES, Rule, RuleError, api_key_of
+from ..raw import REF, RequestError, build_request
+from ..targets import TARGETS
+from ..vocabulary import (CAPABILITIES, CONTROLLER_PLACEMENTS, NODE_ACTIONS, NODE_ROLES, PROTOCOL_POINTS,
+                          TRIGGERED_ACTIONS)
 from . import model as m
 
 CASES_ROOT = Path(__file__).resolve().parents[2] / "cases"
 KAFKA_ERROR_NAMES = frozenset(name for name, _ in KAFKA_ERRORS.values())
 ERROR_NAMES = KAFKA_ERROR_NAMES | frozenset(LOCAL_NAMES)
 ISOLATION = ("read_committed", "read_uncommitted")
-
-
-def _api_keys() -> dict[str, int]:
-    """Kafka API names a proxy rule may match (a number is accepted too), with their keys: every
-    API the project's codec (and so the proxy) knows. Imported on first use, as it is costly."""
-    from broker_impl.protocol.messages import API
-
-    return {name: api.key for name, api in API.items()}
+#: The fields of a proxy fault besides `proxy: ACTION`: the proxy Rule's, `source` spelt `from`.
+PROXY_FIELDS = frozenset({"from" if f == "source" else f for f in Rule.__dataclass_fields__} - {"action"})
 
 
 CHECKS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
@@ -140,7 +142,7 @@ def _topology(v: _V, raw: Any) -> m.TopologyDef:
         return m.TopologyDef()
     raw = v.mapping(raw, "topology", {"nodes", "topics", "broker_configs", "controller"})
     nodes = v.integer(raw.get("nodes", 1), "topology.nodes", 1)
-    controller = v.string(raw.get("controller", "combined"), "topology.controller", m.CONTROLLER_PLACEMENTS)
+    controller = v.string(raw.get("controller", "combined"), "topology.controller", CONTROLLER_PLACEMENTS)
     topics = []
     seen = set()
     for i, t in enumerate(raw.get("topics") or []):
@@ -153,7 +155,7 @@ def _topology(v: _V, raw: Any) -> m.TopologyDef:
             v.fail(f"{p}.name", "a topic name not used twice", name)
         seen.add(name)
         rf = t.get("replication_factor")
-        topics.append(m.TopicDef(
+        topics.append(m.TopicSpec(
             name=name,
             partitions=v.integer(t.get("partitions", 1), f"{p}.partitions", 1),
             replication_factor=None if rf is None else v.integer(rf, f"{p}.replication_factor", 1),
@@ -170,8 +172,6 @@ def _topology(v: _V, raw: Any) -> m.TopologyDef:
 def _actors(v: _V, raw: Any, topics: set[str]) -> dict[str, m.ActorDef]:
     raw = v.mapping(raw or {}, "actors")
     out = {}
-    from conformance.clients.registry import CLIENTS
-
     for name, a in raw.items():
         p = f"actors.{name}"
         if name in ("raw",):
@@ -225,8 +225,6 @@ def _expect(v: _V, raw: Any, path: str, per_client: bool = True) -> m.Expect:
 
 
 def _client_names() -> set[str]:
-    from conformance.clients.registry import CLIENTS
-
     return set(CLIENTS)
 
 
@@ -244,7 +242,7 @@ def _per_client_expect(v: _V, raw: dict, path: str) -> m.Expect:
 
 def _node_ref(v: _V, raw: dict, role_key: str, path: str, topics: dict[str, int]) -> m.NodeRef:
     role = raw[role_key]
-    v.string(role, _join(path, role_key), m.ROLES)
+    v.string(role, _join(path, role_key), NODE_ROLES)
     if role == "node":
         return m.NodeRef("node", node=v.integer(raw.get("node"), _join(path, "node"), 1))
     if role == "not_coordinator":
@@ -263,44 +261,20 @@ def _node_ref(v: _V, raw: dict, role_key: str, path: str, topics: dict[str, int]
 
 def _fault(v: _V, raw: Any, path: str, topics: dict[str, int]) -> m.FaultDef:
     raw = v.mapping(raw, path)
-    actions = [k for k in (*m.FAULT_ACTIONS, "proxy") if k in raw]
+    kinds = [*NODE_ACTIONS, "proxy"]
+    actions = [k for k in kinds if k in raw]
     if len(actions) != 1:
-        v.fail(path, f"exactly one of {list(m.FAULT_ACTIONS) + ['proxy']}", sorted(raw))
+        v.fail(path, f"exactly one of {kinds}", sorted(raw))
     action = actions[0]
     if action == "proxy":
-        v.mapping(raw, path, {"proxy", "api", "direction", "nth", "delay_ms", "node", "offset", "length", "error",
-                              "from", "every"})
-        pa = v.string(raw["proxy"], f"{path}.proxy", m.PROXY_ACTIONS)
-        api = raw.get("api")
-        if isinstance(api, int):
-            api = str(api)
-        elif api not in _api_keys():
-            v.fail(f"{path}.api", f"a Kafka API name {sorted(_api_keys())} or an API key number", api)
-        error = _answer_error(v, raw, pa, api, path)
-        node = None
-        if "node" in raw:
-            node = m.NodeRef("node", node=v.integer(raw["node"], f"{path}.node", 1))
-        rule = m.ProxyRule(
-            action=pa, api=api,
-            direction=v.string(raw.get("direction", "request" if pa == "answer" else "response"),
-                               f"{path}.direction", m.PROXY_DIRECTIONS),
-            nth=v.integer(raw.get("nth", 1), f"{path}.nth", 1),
-            delay_ms=v.integer(raw.get("delay_ms", 0), f"{path}.delay_ms", -1),
-            node=node,
-            offset=v.integer(raw.get("offset", 0), f"{path}.offset", 0),
-            length=None if raw.get("length") is None else v.integer(raw["length"], f"{path}.length", 1),
-            error=error,
-            source=None if raw.get("from") is None else v.string(raw["from"], f"{path}.from", m.PROXY_SOURCES),
-            every=v.boolean(raw.get("every", False), f"{path}.every"),
-        )
-        return m.FaultDef(action="proxy", proxy=rule)
+        return m.FaultDef(action="proxy", proxy=_proxy_rule(v, raw, path))
     v.mapping(raw, path, {action, "of", "node", "at", "occurrence"})
     target = _node_ref(v, raw, action, path, topics)
     at = raw.get("at")
     if at is not None:
-        if action not in m.TRIGGERED_ACTIONS:
-            v.fail(f"{path}.at", f"no `at` on {action}: only {list(m.TRIGGERED_ACTIONS)} wait for a protocol point")
-        v.string(at, f"{path}.at", m.PROTOCOL_POINTS)
+        if action not in TRIGGERED_ACTIONS:
+            v.fail(f"{path}.at", f"no `at` on {action}: only {list(TRIGGERED_ACTIONS)} wait for a protocol point")
+        v.string(at, f"{path}.at", list(PROTOCOL_POINTS))
         if target.role not in ("coordinator", "node"):
             v.fail(f"{path}.{action}", "coordinator (or node) for a fault at a transaction protocol point",
                    target.role)
@@ -308,13 +282,52 @@ def _fault(v: _V, raw: Any, path: str, topics: dict[str, int]) -> m.FaultDef:
     return m.FaultDef(action=action, target=target, at=at, occurrence=occurrence)
 
 
+def _proxy_rule(v: _V, raw: dict, path: str) -> Rule:
+    """`{proxy: ACTION, api: ..., ...}`: the proxy's own Rule, in its own spelling. `node: N` is
+    the N-th node of the target; `error` (of `answer`) a Kafka error name."""
+    v.mapping(raw, path, {"proxy"} | PROXY_FIELDS)
+    fields = {k: x for k, x in raw.items() if k != "proxy"}
+    action = v.string(raw["proxy"], f"{path}.proxy")
+    api = fields.get("api")
+    if isinstance(api, int):
+        fields["api"] = str(api)
+    elif api not in API:
+        v.fail(f"{path}.api", f"a Kafka API name {sorted(API)} or an API key number", api)
+    if action == "answer":
+        # what the proxy can synthesize: a response with a top-level ErrorCode, for a request
+        if "error" not in fields:
+            v.fail(f"{path}.error", "the error the synthesized response carries (a Kafka error name)")
+        if fields.get("direction", "request") != "request":
+            v.fail(f"{path}.direction", "request: answer replaces the broker's response to a request",
+                   fields["direction"])
+        if not answerable_versions(api_key_of(fields["api"])):
+            v.fail(f"{path}.api", "an API whose response has a top-level ErrorCode (EndTxn, InitProducerId, "
+                                  "AddOffsetsToTxn, FindCoordinator, OffsetFetch, AddPartitionsToTxn v4+)", api)
+    elif "error" in fields:
+        v.fail(f"{path}.error", "no error: it is only for `proxy: answer`")
+    if "error" in fields and (not isinstance(fields["error"], str) or fields["error"] not in KAFKA_ERROR_NAMES):
+        v.fail(f"{path}.error", "a Kafka error name such as NOT_COORDINATOR (Kafka's Errors enum)", fields["error"])
+    if "node" in fields:
+        v.integer(fields["node"], f"{path}.node", 1)
+    if "from" in fields:
+        v.string(fields["from"], f"{path}.from", SOURCES)
+    if "direction" in fields:
+        v.string(fields["direction"], f"{path}.direction", list(DIRECTIONS))
+    for key in ("nth", "offset", "length", "delay_ms"):
+        if key in fields:
+            v.integer(fields[key], f"{path}.{key}", 0 if key != "nth" else 1)
+    for key in ("every", "reset"):
+        if key in fields:
+            v.boolean(fields[key], f"{path}.{key}")
+    try:
+        return Rule.from_dict({"action": action, **fields})
+    except RuleError as exc:
+        v.fail(f"{path}.proxy", f"a proxy rule the proxy can apply ({exc})", dict(raw))
+
+
 def _raw_request(v: _V, s: dict, p: str) -> None:
     """A raw `request` step: a known API and version, and a body the codec can build (checked
     now with every "${ref}" as 0, so a misspelt field fails at load time, not mid-run)."""
-    from broker_impl.protocol.messages import API
-
-    from conformance.runner.raw import REF, RequestError, build_request
-
     api = v.string(s.get("api"), f"{p}.api", sorted(API))
     version = v.integer(s.get("version"), f"{p}.version", 0)
     body = v.mapping(s.get("body") or {}, f"{p}.body")
@@ -340,30 +353,6 @@ def _raw_request(v: _V, s: dict, p: str) -> None:
         build_request(api, version, dummy(body))
     except (RequestError, TypeError, ValueError, OverflowError) as exc:
         v.fail(f"{p}.body", f"a {api} v{version} request body ({exc})", body)
-
-
-def _answer_error(v: _V, raw: dict, action: str, api: str, path: str) -> str | None:
-    """`error` of an `answer` rule: a Kafka error name, on a request whose response has a
-    top-level ErrorCode (the proxy can synthesize nothing else)."""
-    if action != "answer":
-        if "error" in raw:
-            v.fail(f"{path}.error", "no error: it is only for `proxy: answer`")
-        return None
-    if "error" not in raw:
-        v.fail(f"{path}.error", "the error the synthesized response carries (a Kafka error name)")
-    error = raw["error"]
-    if not isinstance(error, str) or error not in KAFKA_ERROR_NAMES:
-        v.fail(f"{path}.error", "a Kafka error name such as NOT_COORDINATOR (Kafka's Errors enum)", error)
-    if raw.get("direction", "request") != "request":
-        v.fail(f"{path}.direction", "request: answer replaces the broker's response to a request",
-               raw.get("direction"))
-    key = _api_keys().get(api) if not api.lstrip("-").isdigit() else int(api)
-    from conformance.proxy.answer import answerable_versions
-
-    if not answerable_versions(key):
-        v.fail(f"{path}.api", "an API whose response has a top-level ErrorCode (EndTxn, InitProducerId, "
-                              "AddOffsetsToTxn, FindCoordinator, OffsetFetch, AddPartitionsToTxn v4+)", api)
-    return error
 
 
 STEP_KEYS = {"actor", "op", "expect", "id", "background", "deadline_ms", "note"}
@@ -545,14 +534,10 @@ def parse_case(data: Any, file: str, case_id: str) -> m.Case:
     step_ids = {s.id for s in steps if s.id}
     groups = {a.config["group.id"] for a in actors.values() if "group.id" in a.config}
     checks = _checks(v, data.get("checks"), topics, step_ids)
-    from conformance.targets.base import CAPABILITIES
-
     requires = v.strings(data.get("requires") or [], "requires")
     for j, r in enumerate(requires):
         if r not in CAPABILITIES:
             v.fail(f"requires[{j}]", f"a target capability {sorted(CAPABILITIES)}", r)
-    from conformance.targets import TARGETS
-
     kd = v.mapping(data.get("known_differences") or {}, "known_differences", list(TARGETS))
     for k, x in kd.items():
         v.string(x, f"known_differences.{k}")

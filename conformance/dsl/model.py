@@ -10,37 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-#: Node roles a fault can name. The runner asks the target who holds the role *now*.
-#: `follower`: the first replica of a partition (in Metadata's replica order) that is not its
-#: leader -- the node that falls behind in "followers lag" scenarios (S30).
-#: `not_coordinator` (with `node: N`): the N-th node, in node id order, that is not the
-#: TransactionCoordinator of the transactional.id -- "kill two brokers, but not the coordinator"
-#: (S23), whose outcome depends on whether the coordinator keeps its in-memory state.
-ROLES = ("coordinator", "group_coordinator", "leader", "follower", "not_coordinator", "node")
-#: Where the metadata quorum runs (targets/base.Topology.controller): on the brokers, or on a
-#: node of its own that no fault touches (so a majority of brokers can die, S23/S30).
-CONTROLLER_PLACEMENTS = ("combined", "dedicated")
-#: What a fault does to the node.
-FAULT_ACTIONS = ("crash", "pause", "resume", "restart", "stop")
-#: Actions that may wait for a protocol point (`at:`); the others happen right away.
-TRIGGERED_ACTIONS = ("crash", "pause")
-#: Protocol points a fault may wait for; the embedded broker implements each as a named fault
-#: point (broker_impl/faults), other targets only where a proxy rule is exact (none yet).
-PROTOCOL_POINTS = (
-    "before_prepare_append",
-    "after_prepare_durable",
-    "after_some_markers",
-    "after_all_markers",
-    "after_complete",
-    "before_end_txn_response",
-)
-#: Proxy rule actions and directions (conformance/proxy). `answer` swallows a request and
-#: answers it in the broker's place with a top-level `error` (S26: "the coordinator said X").
-PROXY_ACTIONS = ("hold", "drop", "delay", "sever", "corrupt", "answer")
-PROXY_DIRECTIONS = ("request", "response")
-#: `from:` of a proxy rule: who sent the request -- a client, or a broker (Kafka's inter-broker
-#: clients: replica fetchers, the TransactionMarkerChannelManager, AddPartitionsToTxnManager).
-PROXY_SOURCES = ("client", "broker")
+from ..proxy.rules import Rule
+from ..targets.topology import TopicSpec
+from ..vocabulary import NODE_ACTIONS
+
+# The shared words (node roles, fault actions, protocol points, capabilities, controller
+# placements) are conformance/vocabulary.py's; proxy rules are the proxy's own Rule, spelt the
+# same in a case file as on the proxy's command line.
 
 ACTOR_ROLES = ("producer", "consumer", "copier", "admin")
 
@@ -102,17 +78,9 @@ FLAG_NAMES = ("retriable", "abortable", "fatal", "fenced")
 
 
 @dataclass(frozen=True)
-class TopicDef:
-    name: str
-    partitions: int = 1
-    replication_factor: int | None = None
-    configs: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class TopologyDef:
     nodes: int = 1
-    topics: tuple[TopicDef, ...] = ()
+    topics: tuple[TopicSpec, ...] = ()  # the case's own names (the runner makes them unique)
     broker_configs: dict[str, str] = field(default_factory=dict)
     controller: str = "combined"
 
@@ -190,38 +158,24 @@ class NodeRef:
 
 
 @dataclass(frozen=True)
-class ProxyRule:
-    action: str
-    api: str  # Kafka API name (Produce, EndTxn, ...) or a numeric key as text
-    direction: str = "response"
-    nth: int = 1
-    delay_ms: int = 0  # delay / hold duration (-1 for hold until released)
-    node: NodeRef | None = None
-    offset: int = 0  # corrupt: first byte after the size prefix to change
-    length: int | None = None  # corrupt: how many bytes (None: to the end)
-    error: str | None = None  # answer: Kafka error name the synthesized response carries
-    source: str | None = None  # `from:` client / broker (inter-broker request); None: either
-    every: bool = False  # act on the nth matching frame and on every later one
-
-
-@dataclass(frozen=True)
 class FaultDef:
     """One fault, in target-neutral words. Either a node action (crash/pause/... on `target`,
     right away or `at` a protocol point) or a proxy rule."""
 
-    action: str  # one of FAULT_ACTIONS, or "proxy"
+    action: str  # one of vocabulary.NODE_ACTIONS, or "proxy"
     target: NodeRef | None = None
     at: str | None = None
     occurrence: int = 1
-    proxy: ProxyRule | None = None
+    #: A proxy rule; its `node` is the N-th node of the target (the proxy maps it to a node id).
+    proxy: Rule | None = None
 
     def describe(self) -> str:
         if self.proxy is not None:
-            p = self.proxy
-            what = f" with {p.error}" if p.error else ""
-            src = f" from {p.source}" if p.source else ""
-            nth = f"#{p.nth}" + ("+" if p.every else "")
-            return f"proxy {p.action} {p.direction} {nth} of {p.api}{src}{what}"
+            p = self.proxy.to_dict()
+            what = f" with {p['error']}" if p.get("error") else ""
+            src = f" from {p['from']}" if p.get("from") else ""
+            nth = f"#{p['nth']}" + ("+" if p.get("every") else "")
+            return f"proxy {p['action']} {p['direction']} {nth} of {p['api']}{src}{what}"
         where = f" at {self.at}" + (f" (#{self.occurrence})" if self.occurrence != 1 else "") if self.at else ""
         return f"{self.action} {self.target.describe()}{where}"
 
@@ -318,8 +272,7 @@ class Case:
                 continue
             if f.at:
                 caps.add("fault_points")
-            caps.add({"crash": "kill", "pause": "pause", "resume": "pause", "restart": "restart",
-                      "stop": "stop_node"}[f.action])
+            caps.add(NODE_ACTIONS[f.action])
         if self.topology.nodes > 1:
             caps.add("multi_node")
         if self.topology.controller == "dedicated":

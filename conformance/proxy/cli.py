@@ -1,7 +1,7 @@
 """``python -m conformance.proxy``: the proxy on its own, in front of running brokers.
 
     python -m conformance.proxy --upstream 1=127.0.0.1:9092 \
-        --rule '{"api": "Produce", "direction": "b2c", "action": "drop"}' --transcript t.jsonl
+        --rule '{"api": "Produce", "direction": "response", "action": "drop"}' --transcript t.jsonl
 
 Prints one line per node, ``proxy NODE HOST:PORT -> UPSTREAM``, flushed, then runs until
 SIGINT/SIGTERM. Useful to watch a client's conversation, or to try a rule by hand before

@@ -249,7 +249,7 @@ class ProxiedConnection:
             self._injected.set()
             return None
         if action == "delay":
-            await trio.sleep(rule.ms / 1000.0)
+            await trio.sleep(rule.delay_ms / 1000.0)
         elif action == "hold":
             await self._hold(hold, rule)
         elif action == "sever":
@@ -266,10 +266,10 @@ class ProxiedConnection:
 
     async def _hold(self, h: Hold, rule: Rule) -> None:
         try:
-            if rule.ms is None:
+            if rule.delay_ms is None:
                 await h.event.wait()
             else:
-                with trio.move_on_after(rule.ms / 1000.0):
+                with trio.move_on_after(rule.delay_ms / 1000.0):
                     await h.event.wait()
         finally:
             self.server.rules.unhold(h.rule_id, h)

@@ -1,17 +1,18 @@
 """Fault rules: which frames to act on, and what to do to them.
 
 A case describes a fault once, in target-neutral words; the proxy is how every target can
-realise the frame-level ones. A rule is data, so a case file can carry it::
+realise the frame-level ones. A rule is data, spelt the same in a case file (`fault: {proxy:
+ACTION, ...}`), on the proxy's command line and in Python::
 
-    {api: Produce, direction: b2c, nth: 1, action: sever, when: before}
-    {api: EndTxn, direction: c2b, action: hold}             # until release(rule_id)
-    {api: Fetch, direction: b2c, every: true, action: delay, ms: 200}
-    {api: Produce, direction: c2b, action: corrupt, mode: flip, offset: 0, length: 2}
+    {api: Produce, direction: response, nth: 1, action: sever, when: before}
+    {api: EndTxn, direction: request, action: hold}          # until release(rule_id)
+    {api: Fetch, direction: response, every: true, action: delay, delay_ms: 200}
+    {api: Produce, direction: request, action: corrupt, mode: flip, offset: 0, length: 2}
 
-Matching: ``api`` (name or key; omitted = any frame), ``direction`` (``c2b`` requests,
-``b2c`` responses), optionally ``node`` (the proxy node the frame crosses), ``client_id``
-(the request's client id; a response is matched on its request's) and ``source`` (``from`` in
-case data): ``client`` or ``broker``, who sent the request. Every rule counts the frames that
+Matching: ``api`` (name or key; omitted = any frame), ``direction`` (``request``, the default:
+the frames a client sends; ``response``: the broker's answers), optionally ``node`` (the proxy node the frame
+crosses), ``client_id`` (the request's client id; a response is matched on its request's) and
+``from``: ``client`` or ``broker``, who sent the request. Every rule counts the frames that
 match it, 1-based; it acts on the ``nth`` one only, or, with ``every: true``, on the ``nth``
 and each one after it.
 
@@ -33,9 +34,9 @@ Actions:
 
 * ``hold``   keep the frame (and, since a connection is a stream, every later frame in the
   same direction on that connection) until :meth:`ProxyServer.release`, until the rule is
-  removed, or for ``ms`` milliseconds if given;
+  removed, or for ``delay_ms`` milliseconds if given;
 * ``drop``   swallow the frame; a dropped request is never answered;
-* ``delay``  forward it ``ms`` milliseconds late;
+* ``delay``  forward it ``delay_ms`` milliseconds late;
 * ``sever``  close both sides of the connection, ``when: before`` (the default: the frame is
   lost) or ``after`` forwarding it; ``reset: true`` closes with a TCP RST instead of a FIN;
 * ``corrupt`` change bytes of the frame: ``mode: flip`` inverts every bit, ``mode: random``
@@ -72,8 +73,9 @@ from .answer import AnswerError, answerable_versions, can_answer, error_code_of,
 from .frames import FrameInfo
 
 ACTIONS = ("hold", "drop", "delay", "sever", "corrupt", "answer", "pass")
-DIRECTIONS = ("c2b", "b2c")
-#: Who sent the request a frame belongs to (``source``; ``from`` in case data).
+#: A rule's direction, and the direction a frame crosses the proxy in (FrameInfo.direction).
+DIRECTIONS = {"request": "c2b", "response": "b2c"}
+#: Who sent the request a frame belongs to (``from``).
 SOURCES = ("client", "broker")
 #: Client ids of Kafka's inter-broker NetworkClients (module doc).
 INTER_BROKER_CLIENT_ID = re.compile(r"broker-\d+-\S|AddPartitionsManager-client-\d+$")
@@ -93,13 +95,13 @@ class RuleError(ValueError):
 class Rule:
     action: str
     api: int | None = None        # API key; from_dict and the constructor accept a name too
-    direction: str = "c2b"
+    direction: str = "request"    # "request" / "response"
     nth: int = 1
     every: bool = False
     node: int | None = None
     client_id: str | None = None
-    source: str | None = None     # "client" / "broker": who sent the request (None: anyone)
-    ms: float | None = None
+    source: str | None = None     # ``from``: "client" / "broker", who sent the request (None: anyone)
+    delay_ms: float | None = None
     when: str = "before"
     reset: bool = False
     mode: str = "flip"
@@ -120,17 +122,17 @@ class Rule:
         if self.action not in ACTIONS:
             raise RuleError(f"unknown action {self.action!r}; one of {', '.join(ACTIONS)}")
         if self.direction not in DIRECTIONS:
-            raise RuleError(f"direction must be c2b (request) or b2c (response), not {self.direction!r}")
+            raise RuleError(f"direction must be request or response, not {self.direction!r}")
         if self.source is not None and self.source not in SOURCES:
             raise RuleError(f"from (source) must be client or broker, not {self.source!r}")
         if self.api is not None and self.api not in API_BY_KEY:
             raise RuleError(f"unknown API key {self.api}")
         if not isinstance(self.nth, int) or self.nth < 1:
             raise RuleError(f"nth is 1-based, got {self.nth!r}")
-        if self.action == "delay" and (self.ms is None or self.ms < 0):
-            raise RuleError("delay needs ms >= 0")
-        if self.ms is not None and self.ms < 0:
-            raise RuleError("ms must be >= 0")
+        if self.action == "delay" and (self.delay_ms is None or self.delay_ms < 0):
+            raise RuleError("delay needs delay_ms >= 0")
+        if self.delay_ms is not None and self.delay_ms < 0:
+            raise RuleError("delay_ms must be >= 0 (omit it to hold until released)")
         if self.when not in ("before", "after"):
             raise RuleError(f"sever when must be before or after, not {self.when!r}")
         if self.mode not in CORRUPT_MODES:
@@ -142,8 +144,8 @@ class Rule:
         if self.action == "answer":
             if self.error is None:
                 raise RuleError("answer needs error (a Kafka error name or code)")
-            if self.direction != "c2b":
-                raise RuleError("answer acts on requests (direction c2b): it replaces the broker's response")
+            if self.direction != "request":
+                raise RuleError("answer acts on requests (direction request): it replaces the broker's response")
             if self.api is None or not answerable_versions(self.api):
                 raise RuleError(f"answer needs an api whose response has a top-level ErrorCode, "
                                 f"not {API_BY_KEY[self.api].name if self.api is not None else 'any API'}")
@@ -152,11 +154,9 @@ class Rule:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Rule":
-        """A rule from case data; ``dir`` is accepted for ``direction`` (the transcript's word)
-        and ``from`` for ``source`` (a Python keyword cannot be a field)."""
+        """A rule from case data (``from`` is the field ``source``: a Python keyword cannot be
+        a field name)."""
         d = dict(d)
-        if "dir" in d:
-            d["direction"] = d.pop("dir")
         if "from" in d:
             d["source"] = d.pop("from")
         known = {f.name for f in fields(cls)}
@@ -168,6 +168,7 @@ class Rule:
         return cls(**d)
 
     def to_dict(self) -> dict:
+        """The rule in its case-file spelling (``from`` for the source); defaults left out."""
         out = {"action": self.action, "api": API_BY_KEY[self.api].name if self.api is not None else None,
                "direction": self.direction, "nth": self.nth}
         defaults = Rule(action="pass")
@@ -176,14 +177,14 @@ class Rule:
                 continue
             v = getattr(self, f.name)
             if v != getattr(defaults, f.name):
-                out[f.name] = v
+                out["from" if f.name == "source" else f.name] = v
         if self.error is not None:
             out["error"] = Errors(self.error).name
         return out
 
     def selects(self, node_id: int | None, info: FrameInfo) -> bool:
         """Does this frame count towards the rule (before nth/every)?"""
-        if info.direction != self.direction:
+        if info.direction != DIRECTIONS[self.direction]:
             return False
         if self.api is not None and info.api_key != self.api:
             return False

@@ -8,7 +8,7 @@ Order of events a target follows::
     node.set_upstream("127.0.0.1", broker_port)   # where the node really listens
     proxy.start_in_thread()
     ... clients bootstrap from node.address ...
-    rid = proxy.add_rule({"api": "EndTxn", "direction": "c2b", "action": "hold"})
+    rid = proxy.add_rule({"api": "EndTxn", "direction": "request", "action": "hold"})
     proxy.wait_for_match(rid, timeout=30)         # the coordinator got EndTxn (held)
     ... kill the coordinator; then proxy.release(rid) or proxy.remove_rule(rid)
     proxy.stop()

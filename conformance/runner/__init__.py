@@ -6,6 +6,6 @@
 See runner.py for the isolation choice (fresh targets vs. unique names per case) and
 docs/results-schema.md for the rows.
 """
-from .runner import REFERENCE_TARGET, RunOptions, TargetSlot, default_clients, new_run_id, run, run_one
+from .runner import RunOptions, TargetSlot, default_clients, new_run_id, reference_target, run, run_one
 
-__all__ = ["REFERENCE_TARGET", "RunOptions", "TargetSlot", "default_clients", "new_run_id", "run", "run_one"]
+__all__ = ["RunOptions", "TargetSlot", "default_clients", "new_run_id", "reference_target", "run", "run_one"]

@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from conformance.clients import DriverStartError, Outcome
-from conformance.targets import NotApplicable, Target
+from conformance.targets import Target
 
 from ..dsl.model import Case, Step
 from .actors import Actors
 from .checks import expect_matches
 from .faults import FaultRealiser
 from .namespace import Namespace
-from .raw import RequestError, namespace_body, resolve_refs, send_frame, send_request
+from ..raw import RequestError, namespace_body, resolve_refs, send_frame, send_request
 
 DEFAULT_DEADLINE_MS = 20_000
 #: Errors a raw `request` retries by default (its `retry:` list replaces this; `[]`: none).
@@ -52,7 +52,7 @@ def outcome_record(step: Step, out: Outcome) -> dict:
 
 class CaseRun:
     def __init__(self, case: Case, target: Target, client: str, bootstrap: str, ns: Namespace,
-                 artifacts: Path, log_offsets: dict[Path, int], proxy=None) -> None:
+                 artifacts: Path, proxy=None) -> None:
         self.case = case
         self.target = target
         self.client = client
@@ -61,7 +61,7 @@ class CaseRun:
         self.artifacts = artifacts
         parts = {t.name: t.partitions for t in case.topology.topics}
         self.actors = Actors(case.actors, client, bootstrap, ns, artifacts, parts)
-        self.faults = FaultRealiser(target, ns, log_offsets, proxy)
+        self.faults = FaultRealiser(target, ns, proxy)
         self.result = StepRun()
         self._background: dict[str, tuple[threading.Thread, dict]] = {}
         self.t0 = time.monotonic()

@@ -12,6 +12,12 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..clients.registry import CLIENTS
+from ..dsl import CaseError, load_cases
+from ..targets import TARGETS
+from .report import print_summary, progress_callbacks
+from .runner import RunOptions, default_clients, run
+
 
 def add_run_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("run", help="run the conformance cases on targets with clients",
@@ -41,13 +47,6 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def cmd_run(args) -> int:
-    from conformance.dsl import CaseError, load_cases
-    from conformance.clients.registry import CLIENTS
-    from conformance.targets import TARGETS
-
-    from .report import print_summary, progress_callbacks
-    from .runner import RunOptions, default_clients, run
-
     targets = args.targets or ["embedded"]
     unknown = [t for t in targets if t not in TARGETS]
     if unknown:

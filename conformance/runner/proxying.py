@@ -19,54 +19,24 @@ One proxy lives as long as one started target; its transcript restarts with ever
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
-from ..dsl.model import ProxyRule
-from ..targets.base import NotApplicable
-
-DIRECTIONS = {"request": "c2b", "response": "b2c"}
-#: Targets that take `advertised.listeners` as a broker config.
-ADVERTISING_TARGETS = frozenset({"embedded", "apache-kafka"})
-#: Those that take a different one per node (Target.start's node_configs), so the proxy can
-#: stand in front of every node of a cluster. The others run one node.
-PER_NODE_TARGETS = frozenset({"apache-kafka"})
+from ..proxy import ProxyServer, Rule
+from ..targets import NotApplicable, Target
 
 
-class ProxyUnavailable(Exception):
-    pass
-
-
-def proxy_module():
-    try:
-        from conformance import proxy
-        proxy.ProxyServer  # noqa: B018 - the class must exist, not just the package
-    except (ImportError, AttributeError) as exc:
-        raise ProxyUnavailable(f"the Kafka-aware proxy (conformance/proxy) cannot be imported: {exc}") from None
-    return proxy
-
-
-def can_front(target_name: str, nodes: int) -> str | None:
+def can_front(target_cls: type[Target], nodes: int) -> str | None:
     """None when the proxy can stand in front of this target, else the reason it cannot."""
-    if target_name not in ADVERTISING_TARGETS:
-        return (f"target {target_name!r} cannot advertise the proxy's address (no advertised.listeners "
+    if not target_cls.advertises_listeners:
+        return (f"target {target_cls.name!r} cannot advertise the proxy's address (no advertised.listeners "
                 "broker config), so clients would bypass the proxy after Metadata")
-    if nodes != 1 and target_name not in PER_NODE_TARGETS:
-        cls = _target_class(target_name)
-        if cls is not None and "multi_node" not in cls.static_capabilities:
-            return f"target {target_name!r} runs one node; the case needs {nodes}"
-        return (f"target {target_name!r} cannot give each of its {nodes} nodes its own advertised.listeners, "
+    if nodes != 1 and not target_cls.per_node_configs:
+        if "multi_node" not in target_cls.static_capabilities:
+            return f"target {target_cls.name!r} runs one node; the case needs {nodes}"
+        return (f"target {target_cls.name!r} cannot give each of its {nodes} nodes its own advertised.listeners, "
                 "so the proxy cannot stand in front of every node")
-    try:
-        proxy_module()
-    except ProxyUnavailable as exc:
-        return str(exc)
     return None
-
-
-def _target_class(name: str):
-    from ..targets import TARGETS
-
-    return TARGETS.get(name)
 
 
 class ProxyFront:
@@ -80,8 +50,7 @@ class ProxyFront:
     def __init__(self, nodes: int = 1) -> None:
         if nodes < 1:
             raise ValueError("the proxy fronts at least one node")
-        proxy = proxy_module()
-        self.server = proxy.ProxyServer()
+        self.server = ProxyServer()
         #: node id -> its proxy port; the ids are the target's (1..nodes).
         self.nodes = {i: self.server.add_node(i) for i in range(1, nodes + 1)}
         self._target_ids: list[int] = list(self.nodes)
@@ -134,29 +103,15 @@ class ProxyFront:
     def begin_case(self) -> None:
         self.server.transcript.restart()
 
-    def add_rule(self, rule: ProxyRule) -> int:
-        spec = {"action": rule.action, "api": rule.api, "direction": DIRECTIONS[rule.direction],
-                "nth": rule.nth}
-        if rule.action == "answer":
-            spec["error"] = rule.error
-        if rule.action == "corrupt":
-            spec["offset"] = rule.offset
-            if rule.length is not None:
-                spec["length"] = rule.length
-        if rule.node is not None and rule.node.node is not None:
-            # `node: N` is the N-th node of the target (as for node faults); its proxy port has
-            # the target's node id.
-            n = rule.node.node
-            if n > len(self._target_ids):
-                raise NotApplicable(f"the proxy rule names node {n}; the proxy fronts {len(self._target_ids)} node(s)")
-            spec["node"] = self._target_ids[n - 1]
-        if rule.source is not None:
-            spec["source"] = rule.source
-        if rule.every:
-            spec["every"] = True
-        if rule.action in ("delay", "hold") and rule.delay_ms >= 0 and (rule.delay_ms or rule.action == "delay"):
-            spec["ms"] = rule.delay_ms
-        rid = self.server.add_rule(spec)
+    def add_rule(self, rule: Rule) -> int:
+        """A case's rule; its `node: N` (the N-th node of the target, as for node faults) becomes
+        that node's id, which is also its proxy port's."""
+        if rule.node is not None:
+            if rule.node > len(self._target_ids):
+                raise NotApplicable(f"the proxy rule names node {rule.node}; the proxy fronts "
+                                    f"{len(self._target_ids)} node(s)")
+            rule = dataclasses.replace(rule, node=self._target_ids[rule.node - 1])
+        rid = self.server.add_rule(rule)
         self._rules.append(rid)
         return rid
 
@@ -171,7 +126,7 @@ class ProxyFront:
             except KeyError:
                 continue
             what = f" {rule['error']}" if rule.get("error") else ""
-            src = f" from {rule['source']}" if rule.get("source") else ""
+            src = f" from {rule['from']}" if rule.get("from") else ""
             out.append({"name": f"proxy fault {rule['action']}{what} {rule['direction']} {rule['api']}{src} "
                                 f"#{rule['nth']}{'+' if rule.get('every') else ''} acted",
                         "passed": acted > 0, "message": f"{matched} frame(s) matched, {acted} acted on"})

@@ -16,6 +16,7 @@ row can carry its structural diff against the reference as it is written.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
 import os
@@ -29,7 +30,7 @@ from typing import Callable, Iterable
 
 from conformance.clients.registry import CLIENTS
 from conformance.compare import normalise_outcome, structural_diff
-from conformance.targets import TARGETS, NotApplicable, Target, TopicSpec, Topology, make_target
+from conformance.targets import TARGETS, NotApplicable, Target, Topology, make_target
 from conformance.targets.base import TargetUnavailable
 
 from ..dsl.model import Case
@@ -41,9 +42,6 @@ from .namespace import Namespace
 from .observe import observe
 from .proxying import ProxyFront, can_front
 
-REFERENCE_TARGET = "apache-kafka"
-#: Targets whose start is slow enough that reusing a started instance pays (see module doc).
-REUSABLE_TARGETS = frozenset({"apache-kafka", "external"})
 #: Broker configs that change transactional behaviour: a target that cannot apply them
 #: (Tansu, external) makes a case that sets them not applicable.
 BEHAVIOUR_CONFIG_PREFIXES = ("transaction", "transactional.id", "producer.id", "min.insync.replicas",
@@ -85,6 +83,7 @@ class TargetSlot:
 
     def __init__(self, name: str, options: dict, workroot: Path, proxy_mode: str) -> None:
         self.name = name
+        self.cls = TARGETS[name]
         self.options = options
         self.workroot = workroot
         self.proxy_mode = proxy_mode
@@ -109,7 +108,7 @@ class TargetSlot:
 
     def acquire(self, case: Case, broker_configs: dict[str, str], want_proxy: bool, fresh: bool) -> tuple[Target, str]:
         key = (case.topology.nodes, case.topology.controller, tuple(sorted(broker_configs.items())), want_proxy)
-        reusable = (not fresh and self.name in REUSABLE_TARGETS and self.target is not None
+        reusable = (not fresh and self.cls.reusable and self.target is not None
                     and self.key == key and not self.dirty and not self.target.down)
         if reusable:
             return self.target, self.bootstrap
@@ -180,7 +179,7 @@ def run_one(case: Case, slot: TargetSlot, client: str, ctx: RowContext, fresh: b
         missing_clients = [c for c in case.pinned_clients() if not CLIENTS[c].availability()[0]]
         if missing_clients:
             raise NotApplicable(f"the case pins client(s) {missing_clients}, not available here")
-        cls_caps = TARGETS[slot.name].static_capabilities
+        cls_caps = slot.cls.static_capabilities
         # fault_points: plan_broker_configs below says precisely why a point cannot be realised
         static_needs = case.needed_capabilities() - {"transactions", "describe_transactions", "list_transactions",
                                                      "describe_producers", "multi_node", "fault_points"}
@@ -189,27 +188,23 @@ def run_one(case: Case, slot: TargetSlot, client: str, ctx: RowContext, fresh: b
             raise NotApplicable(f"target {slot.name!r} lacks {', '.join(lacking)}, which the case's faults need")
         want_proxy = False
         if case.needs_proxy():
-            reason = can_front(slot.name, case.topology.nodes)
+            reason = can_front(slot.cls, case.topology.nodes)
             if reason:
                 raise NotApplicable(f"the case needs the proxy: {reason}")
             want_proxy = True
-        elif slot.proxy_mode == "auto" and can_front(slot.name, case.topology.nodes) is None:
+        elif slot.proxy_mode == "auto" and can_front(slot.cls, case.topology.nodes) is None:
             want_proxy = True
-        probe = slot.target or make_target(slot.name, **slot.options)
-        broker_configs = {**case.topology.broker_configs, **plan_broker_configs(case, probe)}
+        essential = slot.cls.unappliable_configs(_behaviour_configs(case))
+        if essential:
+            raise NotApplicable(f"target {slot.name!r} cannot apply the broker configs {essential}")
+        broker_configs = {**case.topology.broker_configs, **plan_broker_configs(case, slot.cls)}
         target, bootstrap = slot.acquire(case, broker_configs, want_proxy, fresh)
         row["target_version"] = target.version
-        unsupported = getattr(target, "unsupported_configs", None)
-        if unsupported:
-            essential = _behaviour_configs(case)
-            if essential:
-                slot.dirty = True
-                raise NotApplicable(f"target {slot.name!r} cannot apply the broker configs {essential}")
         lacking = sorted(case.needed_capabilities() - set(target.capabilities) - {"multi_node"})
         if lacking:
             raise NotApplicable(f"target {slot.name!r} lacks {', '.join(lacking)}")
         if case.topology.topics:
-            target.create_topics([TopicSpec(ns.name(t.name), t.partitions, t.replication_factor, dict(t.configs))
+            target.create_topics([dataclasses.replace(t, name=ns.name(t.name))
                                   for t in case.topology.topics])
         for path in target.log_files():
             try:
@@ -218,7 +213,7 @@ def run_one(case: Case, slot: TargetSlot, client: str, ctx: RowContext, fresh: b
                 pass
         if slot.proxy is not None:
             slot.proxy.begin_case()
-        case_run = CaseRun(case, target, client, bootstrap, ns, art, log_offsets, slot.proxy)
+        case_run = CaseRun(case, target, client, bootstrap, ns, art, slot.proxy)
         steps = case_run.run_steps()
         if steps.fault_events or target.down:
             slot.dirty = True
@@ -264,7 +259,7 @@ def run_one(case: Case, slot: TargetSlot, client: str, ctx: RowContext, fresh: b
         drivers = sorted(str(art_rel / p.name) for p in art.glob("*.log") if not p.name.startswith("broker-"))
         if drivers:
             row["artifacts"]["driver_logs"] = drivers
-        if slot.name not in REUSABLE_TARGETS or fresh or slot.dirty:
+        if not slot.cls.reusable or fresh or slot.dirty:
             slot.release()
     row["duration_s"] = round(time.monotonic() - t0, 3)
     _attach_diff(row, ctx)
@@ -308,9 +303,7 @@ def run(opts: RunOptions, on_row: Callable[[dict, int, int], None] | None = None
     """Run the matrix; rows are appended to DIR/results.jsonl as they are produced."""
     opts.results_dir.mkdir(parents=True, exist_ok=True)
     run_id = opts.run_id or new_run_id()
-    reference = opts.reference
-    if reference is None and REFERENCE_TARGET in opts.targets and len(opts.targets) > 1:
-        reference = REFERENCE_TARGET
+    reference = opts.reference or reference_target(opts.targets)
     targets = sorted(opts.targets, key=lambda t: (t != reference,))  # reference first
     ctx = RowContext(run_id, opts.results_dir, reference, {})
     results_path = opts.results_dir / "results.jsonl"
@@ -348,10 +341,18 @@ def run(opts: RunOptions, on_row: Callable[[dict, int, int], None] | None = None
     return rows
 
 
+def reference_target(targets: list[str]) -> str | None:
+    """The target every other one is diffed against: the first whose class is the reference
+    (Apache Kafka), when the run has other targets too."""
+    if len(targets) < 2:
+        return None
+    return next((t for t in targets if TARGETS[t].reference), None)
+
+
 def _order_for_reuse(cases: Iterable[Case], target: str) -> list[Case]:
     """On reusable targets, cases with the same topology size and configs run back to back."""
     cases = list(cases)
-    if target not in REUSABLE_TARGETS:
+    if not TARGETS[target].reusable:
         return cases
     return sorted(cases, key=lambda c: (c.topology.nodes, sorted(c.topology.broker_configs.items()),
                                         bool(c.faults())))

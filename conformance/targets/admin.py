@@ -11,7 +11,7 @@ import logging
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from .base import TopicSpec
+from .topology import TopicSpec
 
 #: librdkafka logs connection failures loudly while nodes are down or starting; route them
 #: to a logger (silent unless the harness configures logging) instead of stderr.

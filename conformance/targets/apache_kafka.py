@@ -129,6 +129,11 @@ class ApacheKafkaTarget(LocalProcessTarget):
         {"kill", "pause", "restart", "stop_node", "multi_node", "dedicated_controller", "wire_markers"}
     )
     per_node_configs = True
+    advertises_listeners = True
+    #: Apache Kafka is what every other target is measured against.
+    reference = True
+    #: One JVM serves many clients at once; parallel case runs without faults share it.
+    shareable = True
     ready_timeout = 120.0
     prewarm_coordinators = True
     stop_grace = 10.0

@@ -16,14 +16,14 @@ import abc
 import atexit
 import logging
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, ClassVar, Collection, TypeVar
 
 import kafka.errors
 
-from ..dsl.model import CONTROLLER_PLACEMENTS
 from . import wire
+from .admin import create_topics
+from .topology import TopicSpec, Topology
 
 log = logging.getLogger(__name__)
 
@@ -32,25 +32,6 @@ T = TypeVar("T")
 #: FindCoordinator errors that mean "ask again shortly" while a cluster converges:
 #: COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR.
 RETRIABLE_COORDINATOR_ERRORS = frozenset({14, 15, 16})
-
-#: Capabilities a target may declare. Process control ones are static; the API ones are
-#: discovered from ApiVersions once the target runs (an API a node lists is one it serves).
-CAPABILITIES = frozenset(
-    {
-        "kill",  # SIGKILL of one node
-        "pause",  # SIGSTOP / SIGCONT of one node
-        "restart",  # start a node again with the same data and ports
-        "stop_node",  # clean (SIGTERM) shutdown of one node
-        "multi_node",  # Topology(nodes > 1)
-        "dedicated_controller",  # Topology(controller="dedicated"): the metadata quorum on its own node
-        "fault_points",  # named fault points inside the broker (embedded only)
-        "describe_transactions",
-        "list_transactions",
-        "describe_producers",
-        "transactions",  # InitProducerId, AddPartitionsToTxn, EndTxn, TxnOffsetCommit
-        "wire_markers",  # the coordinator sends WriteTxnMarkers over the network (a proxy sees them)
-    }
-)
 
 #: API key -> capability, for the discovered capabilities.
 API_CAPABILITIES = {65: "describe_transactions", 66: "list_transactions", 61: "describe_producers"}
@@ -97,32 +78,6 @@ class TargetStartError(Exception):
     """The target was started but did not become ready; the message carries the log tail."""
 
 
-@dataclass(frozen=True)
-class TopicSpec:
-    """A topic the case needs. replication_factor None means min(nodes, 3)."""
-
-    name: str
-    partitions: int = 1
-    replication_factor: int | None = None
-    configs: dict[str, str] = field(default_factory=dict)
-
-
-#: Where the cluster's metadata quorum (KRaft controllers) runs. "combined": on the broker nodes
-#: themselves (fewest processes; killing a majority of the nodes also loses the quorum);
-#: "dedicated": on a node of its own that no fault touches, so any number of brokers can die
-#: while the cluster can still elect leaders and shrink ISRs -- what S23 (2 of 3 brokers down)
-#: and S30 (unclean leader election) need. The words are conformance/dsl/model.py's.
-@dataclass
-class Topology:
-    nodes: int = 1
-    topics: list[TopicSpec] = field(default_factory=list)
-    controller: str = "combined"
-
-    def __post_init__(self) -> None:
-        if self.controller not in CONTROLLER_PLACEMENTS:
-            raise ValueError(f"controller must be one of {CONTROLLER_PLACEMENTS}, not {self.controller!r}")
-
-
 def wait_until(
     what: str, probe: Callable[[], T | None], timeout: float, interval: float = 0.2
 ) -> T:
@@ -159,6 +114,30 @@ class Target(abc.ABC):
     #: otherwise the first transaction of every case pays for creating them, and the time a
     #: case measures depends on whether it was the first.
     prewarm_coordinators: bool = False
+
+    # ----------------------------------------------------------------- facts the runner reads
+    #: The oracle: when it is part of a run, every other target's rows are diffed against its.
+    reference: ClassVar[bool] = False
+    #: A started instance may serve the next case run (same topology and broker configs, nothing
+    #: done to its nodes): every case names its topics, ids and groups uniquely, so runs cannot
+    #: see each other's state, and a start is saved (~4 s for a JVM, ~0.7 s for the embedded broker).
+    reusable: ClassVar[bool] = True
+    #: One started instance may serve several case runs AT ONCE (parallel workers): a broker that
+    #: is built for many clients (a JVM with its own thread pools). Targets whose one process
+    #: would be the bottleneck -- or whose single event loop would make a timing case late --
+    #: get an instance per worker instead.
+    shareable: ClassVar[bool] = False
+    #: Takes `advertised.listeners` as a broker config: each node can name the proxy's port for
+    #: itself, so brokers reach each other through the proxy too (broker-to-broker fault rules).
+    advertises_listeners: ClassVar[bool] = False
+    #: Takes broker configs at all (Kafka's names); False where the target has no way to apply
+    #: them (an external cluster, Tansu): see `unappliable_configs`.
+    applies_broker_configs: ClassVar[bool] = True
+
+    @classmethod
+    def unappliable_configs(cls, configs: dict[str, str]) -> dict[str, str]:
+        """The broker configs of `configs` this target cannot apply (ignored if asked to)."""
+        return {} if cls.applies_broker_configs else dict(configs)
 
     def __init__(self) -> None:
         #: node id -> (host, port) clients connect to.
@@ -284,16 +263,22 @@ class Target(abc.ABC):
     def _launch(self, topology: Topology, broker_configs: dict[str, str], workdir: Path) -> None:
         """Start the processes (if any) and fill self.addresses; return once ports accept."""
 
-    @abc.abstractmethod
     def stop(self) -> None:
         """End every process this target started, by PID. Idempotent."""
+        try:
+            self._stop()
+        finally:
+            _started_targets.discard(self)
+
+    @abc.abstractmethod
+    def _stop(self) -> None:
+        """End this target's processes (stop() also forgets the target for the exit hook)."""
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:
         self.stop()
-        _started_targets.discard(self)
 
     # ----------------------------------------------------------------- nodes
     def node_ids(self) -> list[int]:
@@ -316,6 +301,12 @@ class Target(abc.ABC):
 
     def stop_node(self, node_id: int) -> None:
         raise NotApplicable(f"target {self.name!r} cannot stop a single node")
+
+    def await_fault_point(self, point: str, timeout: float) -> int:
+        """Block until the armed protocol point `point` fired on some node and that node has
+        crashed or stopped there (capability `fault_points`); returns the node id, marks it down.
+        TimeoutError when it does not fire within `timeout` seconds."""
+        raise NotApplicable(f"target {self.name!r} has no fault points in its code")
 
     def log_files(self) -> list[Path]:
         return []
@@ -427,8 +418,6 @@ class Target(abc.ABC):
         """CreateTopics, then wait until every partition has a leader on every live node."""
         if not topics:
             return
-        from .admin import create_topics
-
         nodes = self.topology.nodes if self.topology else 1
         create_topics(self._live_bootstrap(), topics, nodes, timeout or self.ready_timeout)
         self.wait_topics_ready(topics, timeout)

@@ -4,7 +4,7 @@ Why: to run the suite against any Kafka-compatible service (a managed cluster, a
 container) without the harness owning its processes. Nothing can be killed, paused or
 restarted, so those operations raise NotApplicable and cases that need them are reported as
 not applicable. Broker configs cannot be applied either: they are recorded in
-`unsupported_configs` for the runner to judge. Wire questions (coordinators, leaders, API
+`applies_broker_configs = False` for the runner to judge. Wire questions (coordinators, leaders, API
 capabilities) work as for every other target.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from . import wire
-from .base import NotApplicable, Target, Topology, _started_targets, wait_until
+from .base import NotApplicable, Target, Topology, wait_until
 
 BOOTSTRAP_ENV = "KCONFORM_BOOTSTRAP"
 VERSION_ENV = "KCONFORM_EXTERNAL_VERSION"
@@ -37,13 +37,15 @@ def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
 class ExternalTarget(Target):
     name = "external"
     static_capabilities = frozenset()
+    applies_broker_configs = False
+    #: Someone else's cluster: serves any number of clients, like any Kafka.
+    shareable = True
     ready_timeout = 60.0
 
     def __init__(self, bootstrap: str | None = None, version: str | None = None) -> None:
         super().__init__()
         self.given_bootstrap = bootstrap or os.environ.get(BOOTSTRAP_ENV)
         self._version = version or os.environ.get(VERSION_ENV) or "unknown"
-        self.unsupported_configs: dict[str, str] = {}
 
     @classmethod
     def availability(cls) -> tuple[bool, str]:
@@ -65,7 +67,6 @@ class ExternalTarget(Target):
         return self._version
 
     def _launch(self, topology: Topology, broker_configs: dict[str, str], workdir: Path) -> None:
-        self.unsupported_configs = dict(broker_configs)
         seeds = parse_bootstrap(self.given_bootstrap)
 
         def ask_any():
@@ -84,7 +85,6 @@ class ExternalTarget(Target):
             )
         self.addresses = dict(md.brokers)
 
-    def stop(self) -> None:
+    def _stop(self) -> None:
         """Nothing to end: the harness started no process. Topics it created are left in place."""
         self.down.clear()
-        _started_targets.discard(self)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from .base import Target, _started_targets
+from .base import Target
 from .process import NodeProcess
 
 
@@ -73,7 +73,7 @@ class LocalProcessTarget(Target):
         """Start the node's process again; targets with a start-up handshake override this."""
         self._proc(node_id).start()
 
-    def stop(self) -> None:
+    def _stop(self) -> None:
         """SIGTERM to every running node at once, SIGKILL to those still alive after the grace."""
         for proc in self.procs.values():
             proc.send_terminate()
@@ -82,7 +82,6 @@ class LocalProcessTarget(Target):
         for proc in self.procs.values():
             proc.wait_or_kill(deadline)
         self.down.update(self.procs)
-        _started_targets.discard(self)
 
     def log_files(self) -> list[Path]:
         return [p.log_path for p in self.procs.values() if p.log_path.exists()]

@@ -34,6 +34,21 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
             s.close()
 
 
+def process_state(pid: int | None) -> str | None:
+    """The state letter of /proc/PID/stat (R running, S sleeping, T stopped, Z zombie, ...);
+    None when the process is gone or this is not Linux."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    # "PID (comm) S ...": comm may hold spaces and parentheses, the state follows the last ')'.
+    rest = stat[stat.rfind(b")") + 1:].split()
+    return rest[0].decode() if rest else None
+
+
 def port_accepts(host: str, port: int, timeout: float = 0.5) -> bool:
     try:
         with socket.create_connection((host, port), timeout=timeout):
@@ -111,6 +126,30 @@ class NodeProcess:
     def pause(self) -> None:
         self._signal(signal.SIGSTOP)
         self.paused = True
+
+    def wait_stopped(self, timeout: float) -> bool:
+        """After the process stopped ITSELF (SIGSTOP at a fault point): wait until the kernel
+        shows it stopped, then treat it as paused (a resume continues it, a terminate sends
+        SIGCONT with its SIGTERM). False if it is still running after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while self.running():
+            if process_state(self.pid) in ("T", "t"):
+                self.paused = True
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+        return False
+
+    def wait_exited(self, timeout: float) -> bool:
+        """After the process ended itself (a crash at a fault point): reap it within `timeout`."""
+        if self.popen is None:
+            return True
+        try:
+            self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
 
     def resume(self) -> None:
         self._signal(signal.SIGCONT)

@@ -7,7 +7,7 @@ statically linked build in its wheel, so it installs from PyPI with no other dow
 It runs as one node with memory storage (`--storage-engine memory://tansu/`): no data
 survives the process, so there is no `restart` capability (a restart "with the same data" is
 impossible), and Tansu has one node only. Kafka broker configs have no Tansu equivalent; they
-are not applied and are listed in `unsupported_configs` so the runner can judge whether a case
+are not applied (`applies_broker_configs = False`) so the runner can judge whether a case
 depends on them.
 """
 from __future__ import annotations
@@ -77,6 +77,10 @@ def tansu_version(binary: str) -> str:
 class TansuTarget(LocalProcessTarget):
     name = "tansu"
     static_capabilities = frozenset({"kill", "pause"})
+    applies_broker_configs = False
+    #: A peer under test starts afresh for every case run: a bug one case triggers (a closed
+    #: connection, a wedged coordinator) must not decide the next case's verdict.
+    reusable = False
     ready_timeout = 30.0
     stop_grace = 5.0
 
@@ -84,8 +88,6 @@ class TansuTarget(LocalProcessTarget):
         super().__init__()
         self.binary = binary
         self._version: str | None = None
-        #: broker configs the case asked for that Tansu has no way to apply.
-        self.unsupported_configs: dict[str, str] = {}
 
     @classmethod
     def availability(cls) -> tuple[bool, str]:
@@ -103,7 +105,6 @@ class TansuTarget(LocalProcessTarget):
 
     def _launch(self, topology: Topology, broker_configs: dict[str, str], workdir: Path) -> None:
         binary = self.binary or tansu_binary()
-        self.unsupported_configs = dict(broker_configs)
         (port,) = free_ports(1)
         url = f"tcp://{HOST}:{port}"
         argv = [

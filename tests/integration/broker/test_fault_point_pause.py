@@ -11,7 +11,7 @@ import os
 import signal
 import threading
 
-from conformance.runner.faults import process_state
+from conformance.targets.process import process_state
 
 from .ck_helpers import ck, consume_all, open_txn, wait_until
 

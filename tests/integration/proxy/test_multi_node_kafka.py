@@ -106,9 +106,9 @@ def test_a_from_broker_rule_acts_on_replica_fetches_not_on_a_consumers(cluster):
     cluster.target.create_topics([TopicSpec(topic, 1, 3)])
     leader = cluster.target.partition_leader(topic, 0)
     assert produce(cluster.bootstrap, topic, [b"a", b"b"], acks="all") == [None, None]
-    held = cluster.proxy.add_rule({"api": "Fetch", "direction": "c2b", "from": "broker", "node": leader,
+    held = cluster.proxy.add_rule({"api": "Fetch", "direction": "request", "from": "broker", "node": leader,
                                    "action": "hold"})
-    watch = cluster.proxy.add_rule({"api": "Fetch", "direction": "c2b", "from": "client", "action": "pass",
+    watch = cluster.proxy.add_rule({"api": "Fetch", "direction": "request", "from": "client", "action": "pass",
                                     "every": True})
     try:
         match = cluster.proxy.wait_for_match(held, timeout=30, acted=True)

@@ -74,7 +74,7 @@ def test_s28_dropped_produce_response_kafka_python(proxied_broker, idempotent, c
     """A dropped response: the request times out (request_timeout_ms), the client reconnects and
     retries; only the idempotent producer's retry is recognised by the broker as a duplicate."""
     pb = proxied_broker
-    rid = pb.proxy.add_rule({"api": "Produce", "direction": "b2c", "nth": 1, "action": "drop"})
+    rid = pb.proxy.add_rule({"api": "Produce", "direction": "response", "nth": 1, "action": "drop"})
     topic = f"s28-drop-{idempotent}"
     md = produce_kafka_python(pb.bootstrap, topic, b"once", enable_idempotence=idempotent, acks="all", retries=5,
                               request_timeout_ms=1500, delivery_timeout_ms=30000, retry_backoff_ms=100,
@@ -90,7 +90,7 @@ def test_s28_severed_before_produce_response_confluent(proxied_broker, idempoten
     """The connection is cut as the response comes back: librdkafka sees the disconnect, and
     retries the batch (MsgPossiblyPersisted) on a new connection."""
     pb = proxied_broker
-    rid = pb.proxy.add_rule({"api": "Produce", "direction": "b2c", "nth": 1, "action": "sever"})
+    rid = pb.proxy.add_rule({"api": "Produce", "direction": "response", "nth": 1, "action": "sever"})
     topic = f"s28-sever-{idempotent}"
     reports = produce(pb.bootstrap, topic, [b"once"],
                       **{"enable.idempotence": idempotent, "acks": "all", "retries": 5,
@@ -110,7 +110,7 @@ def test_dropped_produce_response_confluent_times_the_message_out(proxied_broker
     message fails as timed out (possibly persisted) -- and the broker did store it, once.
     So a case wanting S28's retry from librdkafka must sever, not drop."""
     pb = proxied_broker
-    rid = pb.proxy.add_rule({"api": "Produce", "direction": "b2c", "nth": 1, "action": "drop"})
+    rid = pb.proxy.add_rule({"api": "Produce", "direction": "response", "nth": 1, "action": "drop"})
     reports = produce(pb.bootstrap, "drop-rdk", [b"once"],
                       **{"request.timeout.ms": 1000, "message.timeout.ms": 3000, "linger.ms": 0})
     assert [r.name() if r else None for r in reports] == ["_MSG_TIMED_OUT"]
@@ -127,7 +127,7 @@ def test_sever_closes_the_client_connection_and_it_reconnects(proxied_broker):
     pb = proxied_broker
     assert produce(pb.bootstrap, "sev", [b"warm"]) == [None]
     # Cut the next Metadata request: the client loses that connection and must open another.
-    rid = pb.proxy.add_rule({"api": "Metadata", "direction": "c2b", "action": "sever", "reset": True})
+    rid = pb.proxy.add_rule({"api": "Metadata", "direction": "request", "action": "sever", "reset": True})
     opened_before = len(pb.proxy.events_of("open"))
     assert produce(pb.bootstrap, "sev", [b"after"], **{"enable.idempotence": True}) == [None]
     m = pb.proxy.wait_for_match(rid, timeout=10, acted=True)
@@ -140,7 +140,7 @@ def test_sever_closes_the_client_connection_and_it_reconnects(proxied_broker):
 def test_delay_holds_the_response_back_at_least_that_long(proxied_broker):
     pb = proxied_broker
     assert produce(pb.bootstrap, "delay", [b"warm"]) == [None]
-    rid = pb.proxy.add_rule({"api": "Produce", "direction": "b2c", "action": "delay", "ms": 700})
+    rid = pb.proxy.add_rule({"api": "Produce", "direction": "response", "action": "delay", "delay_ms": 700})
     t0 = time.monotonic()
     assert produce(pb.bootstrap, "delay", [b"late"], **{"linger.ms": 0}) == [None]
     elapsed = time.monotonic() - t0
@@ -157,7 +157,7 @@ def test_delay_holds_the_response_back_at_least_that_long(proxied_broker):
 def test_corrupt_request_makes_the_broker_close_and_the_client_recovers(proxied_broker, corruption):
     pb = proxied_broker
     assert produce(pb.bootstrap, "corrupt", [b"warm"]) == [None]
-    rid = pb.proxy.add_rule({"api": "Produce", "direction": "c2b", "action": "corrupt", **corruption})
+    rid = pb.proxy.add_rule({"api": "Produce", "direction": "request", "action": "corrupt", **corruption})
     assert produce(pb.bootstrap, "corrupt", [b"hit"],
                    **{"enable.idempotence": True, "request.timeout.ms": 5000, "retry.backoff.ms": 100}) == [None]
     m = pb.proxy.wait_for_match(rid, timeout=5, acted=True)
@@ -173,7 +173,7 @@ def test_corrupt_request_makes_the_broker_close_and_the_client_recovers(proxied_
 def test_hold_until_released(proxied_broker):
     pb = proxied_broker
     assert produce(pb.bootstrap, "held", [b"warm"]) == [None]
-    rid = pb.proxy.add_rule({"api": "Produce", "direction": "c2b", "action": "hold"})
+    rid = pb.proxy.add_rule({"api": "Produce", "direction": "request", "action": "hold"})
     result: dict = {}
     t = threading.Thread(target=lambda: result.update(r=produce(pb.bootstrap, "held", [b"held"])), daemon=True)
     t.start()
@@ -190,7 +190,7 @@ def test_hold_until_released(proxied_broker):
 def test_removing_a_hold_rule_lets_its_frames_go(proxied_broker):
     pb = proxied_broker
     assert produce(pb.bootstrap, "unheld", [b"warm"]) == [None]
-    rid = pb.proxy.add_rule({"api": "Produce", "direction": "b2c", "action": "hold", "every": True})
+    rid = pb.proxy.add_rule({"api": "Produce", "direction": "response", "action": "hold", "every": True})
     result: dict = {}
     t = threading.Thread(target=lambda: result.update(r=produce(pb.bootstrap, "unheld", [b"x"])), daemon=True)
     t.start()
@@ -202,7 +202,7 @@ def test_removing_a_hold_rule_lets_its_frames_go(proxied_broker):
 
 
 def test_run_proxy_hook_in_front_of_a_plain_broker(broker):
-    proxy = run_proxy({1: broker.bootstrap}, [{"api": "Metadata", "direction": "c2b", "action": "pass"}])
+    proxy = run_proxy({1: broker.bootstrap}, [{"api": "Metadata", "direction": "request", "action": "pass"}])
     try:
         from confluent_kafka.admin import AdminClient
 

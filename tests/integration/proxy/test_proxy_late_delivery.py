@@ -57,9 +57,9 @@ def test_a_delayed_request_reaches_the_broker_after_the_client_closed(proxied_br
     is gone (with a RST that write fails). The topic is created all the same."""
     pb = proxied_broker
     name = "late-" + ("rst" if reset else "fin")
-    delayed = pb.proxy.add_rule({"api": "CreateTopics", "direction": "c2b", "action": "delay",
-                                 "ms": REQUEST_DELAY_MS})
-    pb.proxy.add_rule({"api": "Metadata", "direction": "b2c", "action": "delay", "ms": RESPONSE_DELAY_MS})
+    delayed = pb.proxy.add_rule({"api": "CreateTopics", "direction": "request", "action": "delay",
+                                 "delay_ms": REQUEST_DELAY_MS})
+    pb.proxy.add_rule({"api": "Metadata", "direction": "response", "action": "delay", "delay_ms": RESPONSE_DELAY_MS})
     conn = RawConnection(pb.bootstrap)
     try:
         metadata = conn.encode_request("Metadata", 12, API["Metadata"].Request(topics=None))
@@ -81,8 +81,8 @@ def test_a_delayed_request_and_the_bytes_behind_it_all_arrive_in_order(proxied_b
     resets the connection: both topics are created (the second was queued behind the first on
     the same stream, as in TCP)."""
     pb = proxied_broker
-    delayed = pb.proxy.add_rule({"api": "CreateTopics", "direction": "c2b", "action": "delay", "nth": 1,
-                                 "ms": REQUEST_DELAY_MS})
+    delayed = pb.proxy.add_rule({"api": "CreateTopics", "direction": "request", "action": "delay", "nth": 1,
+                                 "delay_ms": REQUEST_DELAY_MS})
     conn = RawConnection(pb.bootstrap)
     try:
         conn.send_raw(_create_topic_frame(conn, "late-first") + _create_topic_frame(conn, "late-second"))

@@ -48,7 +48,7 @@ def test_pipelined_requests_are_answered_in_order_and_named(proxied_broker):
 
 def test_timed_hold_lets_go_by_itself(proxied_broker):
     pb = proxied_broker
-    rid = pb.proxy.add_rule({"api": "Metadata", "direction": "b2c", "action": "hold", "ms": 300})
+    rid = pb.proxy.add_rule({"api": "Metadata", "direction": "response", "action": "hold", "delay_ms": 300})
     with RawConnection(pb.bootstrap) as conn:
         t0 = time.monotonic()
         resp = _metadata(conn)
@@ -83,7 +83,7 @@ def test_a_node_that_is_down_closes_new_connections_and_comes_back(proxied_broke
 def test_release_right_after_wait_for_match_always_finds_the_frame(proxied_broker):
     pb = proxied_broker
     for i in range(20):
-        rid = pb.proxy.add_rule({"api": "Metadata", "direction": "c2b", "action": "hold"})
+        rid = pb.proxy.add_rule({"api": "Metadata", "direction": "request", "action": "hold"})
         with RawConnection(pb.bootstrap) as conn:
             sender = threading.Thread(target=lambda: conn.send_raw(
                 conn.encode_request("Metadata", 12, API["Metadata"].Request(topics=None))), daemon=True)
@@ -138,7 +138,7 @@ def test_command_line_proxy(broker, tmp_path):
     from tests.conftest import REPO
 
     transcript = tmp_path / "cli.jsonl"
-    rule = '{"api": "Metadata", "direction": "b2c", "action": "drop"}'
+    rule = '{"api": "Metadata", "direction": "response", "action": "drop"}'
     proc = subprocess.Popen([sys.executable, "-m", "conformance.proxy", "--upstream", f"1={broker.bootstrap}",
                              "--rule", rule, "--transcript", str(transcript)],
                             stdout=subprocess.PIPE, cwd=REPO)

@@ -12,7 +12,7 @@ from broker_impl.protocol.messages import API, REQUEST_HEADER
 from conformance.dsl import CaseError, load_case
 from conformance.dsl.model import Expect
 from conformance.runner.checks import data_matches, evaluate, expect_matches
-from conformance.runner.raw import RequestError, build_request, namespace_body, resolve_refs
+from conformance.raw import RequestError, build_request, namespace_body, resolve_refs
 
 BASE = """
 title: t
@@ -40,7 +40,8 @@ def error_of(tmp_path: Path, extra: str, checks: str = "") -> CaseError:
 def test_answer_rule_defaults_to_requests_and_carries_the_error(tmp_path):
     case = load(tmp_path, "  - fault: {proxy: answer, api: EndTxn, error: NOT_COORDINATOR}\n")
     rule = case.steps[1].fault.proxy
-    assert (rule.action, rule.api, rule.direction, rule.error) == ("answer", "EndTxn", "request", "NOT_COORDINATOR")
+    assert rule.to_dict() == {"action": "answer", "api": "EndTxn", "direction": "request", "nth": 1,
+                              "error": "NOT_COORDINATOR"}
     assert case.needs_proxy()
     assert "NOT_COORDINATOR" in case.steps[1].describe()
 
@@ -65,7 +66,7 @@ def test_the_runner_hands_the_error_to_the_proxy(tmp_path):
     try:
         rid = front.add_rule(case.steps[1].fault.proxy)
         rule = front.server.rules.rule(rid)
-        assert (rule.action, rule.direction, rule.nth, rule.error) == ("answer", "c2b", 2, 90)
+        assert (rule.action, rule.direction, rule.nth, rule.error) == ("answer", "request", 2, 90)
         [check] = front.fault_checks()
         assert not check["passed"] and "answer PRODUCER_FENCED" in check["name"]
     finally:
@@ -187,7 +188,7 @@ def test_library_covers_the_error_injection_and_raw_scenarios():
     for s in ("S11", "S12", "S14", "S15", "S16", "S18", "S19", "S21", "S22", "S25", "S26"):
         assert s in covered, s
     endtxn = [c for c in cases if c.id.startswith("endtxn/")]
-    errors = {f.proxy.error for c in endtxn for f in c.faults() if f.proxy is not None}
+    errors = {f.proxy.to_dict()["error"] for c in endtxn for f in c.faults() if f.proxy is not None}
     assert errors == {"COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS",
                       "CONCURRENT_TRANSACTIONS", "UNKNOWN_PRODUCER_ID", "INVALID_PRODUCER_ID_MAPPING",
                       "INVALID_PRODUCER_EPOCH", "PRODUCER_FENCED", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"}
@@ -196,7 +197,7 @@ def test_library_covers_the_error_injection_and_raw_scenarios():
 def test_raw_outcome_sees_partition_error_codes():
     """AddPartitionsToTxn v0-3 puts its errors in PartitionErrorCode: a raw step's `error` must
     name them (a CONCURRENT_TRANSACTIONS there once passed for NONE)."""
-    from conformance.runner.raw import _errors
+    from conformance.raw import _errors
 
     response = {"throttle_time_ms": 0, "results": [
         {"name": "t1", "results": [{"partition_index": 0, "partition_error_code": 51}]}]}

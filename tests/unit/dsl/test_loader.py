@@ -116,7 +116,7 @@ def test_proxy_fault(tmp_path):
                      tmp_path)
     assert case.needs_proxy()
     rule = case.steps[1].fault.proxy
-    assert (rule.action, rule.api, rule.direction, rule.nth) == ("sever", "Produce", "response", 1)
+    assert rule.to_dict() == {"action": "sever", "api": "Produce", "direction": "response", "nth": 1}
     err = error_of(tmp_path, MINIMAL + "  - fault: {proxy: sever, api: Prodce}\n")
     assert err.field == "steps[1].fault.api"
 

@@ -1,5 +1,6 @@
-"""The fault points' arming and firing (broker_impl/faults) and the runner's side of them
-(conformance/runner/faults.py: the configs it plans, how a restart re-arms, /proc state).
+"""The fault points' arming, firing and notices (broker_impl/faults) and the harness's side of
+them (conformance/runner/faults.py: the configs it plans; the embedded target: how a restart
+re-arms from the notices; /proc state).
 
 `pause` stops the whole process, so it is tried in a child process (a real one, signalled by
 PID), never in the test process itself."""
@@ -12,15 +13,16 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from types import SimpleNamespace
-
 import pytest
 import trio
 
-from broker_impl.faults import FaultPoints
+from broker_impl.faults import FaultPoints, arming_configs, parse_arms
+from broker_impl.faults.channel import FaultListener, FaultNotice, NoticeSender
 from conformance.dsl import loader
-from conformance.runner.faults import disarm_on_restart, plan_broker_configs, process_state
+from conformance.runner.faults import plan_broker_configs
 from conformance.targets import NotApplicable
+from conformance.targets.embedded import EmbeddedTarget
+from conformance.targets.process import process_state
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -145,6 +147,48 @@ def test_crash_exits_with_the_configured_code_and_says_so_first(tmp_path):
     assert err.read_text().splitlines() == ["kconform fault point after_prepare_durable reached: crash txn-x"]
 
 
+def test_the_notice_arrives_before_the_point_crashes_or_stops_the_process(tmp_path):
+    for action in ("crash", "pause"):
+        listener = FaultListener()
+        proc, _ = run_child(tmp_path, "kconform.fault=after_prepare_durable", f"kconform.fault.action={action}",
+                            f"kconform.fault.notify={listener.address}", "node.id=4")
+        try:
+            notice = listener.wait_reached("after_prepare_durable", 20)
+            assert notice is not None
+            assert (notice.event, notice.action, notice.hit, notice.node, notice.pid, notice.detail) == \
+                ("reached", action, 1, 4, proc.pid, "txn-x")
+            assert listener.wait_reached("after_prepare_durable", 0.2) is None  # handed out once
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+            listener.close()
+
+
+def test_passed_hits_are_told_too_and_a_listener_ignores_stray_datagrams():
+    listener = FaultListener()
+    f = FaultPoints()
+    f.configure({"kconform.fault": "after_complete", "kconform.fault.action": "hold", "kconform.fault.hold.ms": "0",
+                 "kconform.fault.skip": "1", "kconform.fault.notify": listener.address, "node.id": "2"})
+    try:
+        NoticeSender(listener.address).send(FaultNotice("x", "reached", "crash", 1, 9, 1))  # another node
+        import socket
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.sendto(b"not a notice", tuple(listener.address.split(":")[:1]) + (int(listener.address.split(":")[1]),))
+
+        async def hit_twice():
+            await f.reach("after_complete", "t")
+            await f.reach("after_complete", "t")
+
+        trio.run(hit_twice)
+        assert listener.wait_reached("after_complete", 20) is not None
+        assert listener.hits(2) == {"after_complete": (1, True)}
+        assert [(n.point, n.event) for n in listener.notices if n.node == 2] == \
+            [("after_complete", "passed"), ("after_complete", "reached")]
+    finally:
+        listener.close()
+
+
 def test_process_state_of_a_running_a_stopped_and_a_gone_process():
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
@@ -193,61 +237,80 @@ class NoFaultPoints:
 def test_plan_arms_each_point_with_its_own_action_and_occurrence(tmp_path):
     case = case_with(tmp_path, "{pause: coordinator, of: txn-1, at: after_prepare_durable}",
                      "{crash: coordinator, of: txn-1, at: after_complete, occurrence: 3}")
-    assert plan_broker_configs(case, EmbeddedLike()) == {
+    assert plan_broker_configs(case, EmbeddedLike) == {
         "kconform.fault": "after_prepare_durable,after_complete",
         "kconform.fault.after_prepare_durable.action": "pause",
         "kconform.fault.after_prepare_durable.skip": "0",
         "kconform.fault.after_complete.action": "crash",
         "kconform.fault.after_complete.skip": "2",
     }
-    FaultPoints().configure(plan_broker_configs(case, EmbeddedLike()))  # the broker accepts them
+    FaultPoints().configure(plan_broker_configs(case, EmbeddedLike))  # the broker accepts them
+    assert arming_configs(parse_arms(plan_broker_configs(case, EmbeddedLike))) == \
+        plan_broker_configs(case, EmbeddedLike)
 
 
 def test_plan_refuses_a_target_without_fault_points_and_two_faults_at_one_point(tmp_path):
     case = case_with(tmp_path, "{pause: coordinator, of: txn-1, at: after_prepare_durable}")
     with pytest.raises(NotApplicable, match="cannot pause the coordinator exactly at protocol point"):
-        plan_broker_configs(case, NoFaultPoints())
+        plan_broker_configs(case, NoFaultPoints)
     twice = case_with(tmp_path, "{pause: coordinator, of: txn-1, at: after_complete}",
                       "{crash: coordinator, of: txn-1, at: after_complete, occurrence: 2}")
     with pytest.raises(NotApplicable, match="one fault per protocol point"):
-        plan_broker_configs(twice, EmbeddedLike())
+        plan_broker_configs(twice, EmbeddedLike)
 
 
-def target_with_argv(argv: list[str]):
-    return SimpleNamespace(procs={1: SimpleNamespace(argv=argv)})
+ARMED = {"kconform.fault": "after_prepare_durable,after_complete",
+         "kconform.fault.after_prepare_durable.action": "pause",
+         "kconform.fault.after_prepare_durable.skip": "0",
+         "kconform.fault.after_complete.action": "crash",
+         "kconform.fault.after_complete.skip": "2",
+         "transaction.timeout.ms": "9"}
 
 
-BASE = ["python", "-m", "broker_impl", "--listen", "127.0.0.1:9"]
-ARMED = ["--set", "kconform.fault=after_prepare_durable,after_complete",
-         "--set", "kconform.fault.after_prepare_durable.action=pause",
-         "--set", "kconform.fault.after_prepare_durable.skip=0",
-         "--set", "kconform.fault.after_complete.action=crash",
-         "--set", "kconform.fault.after_complete.skip=2",
-         "--set", "transaction.timeout.ms=9"]
+def embedded_armed(*notices: FaultNotice) -> EmbeddedTarget:
+    """An embedded target as _launch leaves it, with these notices received from node 1."""
+    t = EmbeddedTarget()
+    t._plain_configs = {"transaction.timeout.ms": "9"}
+    t._arms = parse_arms(ARMED)
+    t.fault_listener = FaultListener()
+    sender = NoticeSender(t.fault_listener.address)
+    for n in notices:
+        sender.send(n)
+    deadline = time.monotonic() + 20
+    while len(t.fault_listener.notices) < len(notices) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return t
 
 
-def sets_of(argv: list[str]) -> dict[str, str]:
-    return dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "--set")
+def notice(point: str, event: str, node: int = 1) -> FaultNotice:
+    return FaultNotice(point, event, "crash", 1, node, 123)
 
 
 def test_restart_drops_the_fired_point_and_keeps_counting_the_other():
-    t = target_with_argv(BASE + ARMED)
-    disarm_on_restart(t, 1, {"after_prepare_durable": (0, True), "after_complete": (1, False)})
-    argv = t.procs[1].argv
-    assert argv[:len(BASE)] == BASE
-    assert sets_of(argv) == {"transaction.timeout.ms": "9", "kconform.fault": "after_complete",
-                             "kconform.fault.after_complete.action": "crash",
-                             "kconform.fault.after_complete.skip": "1"}
+    t = embedded_armed(notice("after_complete", "passed"), notice("after_prepare_durable", "reached"),
+                       notice("after_complete", "passed", node=7))
+    try:
+        configs = t._configs_for(1)
+        assert configs == {"transaction.timeout.ms": "9", "kconform.fault": "after_complete",
+                           "kconform.fault.after_complete.action": "crash",
+                           "kconform.fault.after_complete.skip": "1",
+                           "kconform.fault.notify": t.fault_listener.address}
+    finally:
+        t.stop()
 
 
-def test_restart_after_every_point_fired_or_without_hits_disarms_all():
-    for hits in ({"after_prepare_durable": (0, True), "after_complete": (2, True)}, None):
-        t = target_with_argv(BASE + ARMED)
-        disarm_on_restart(t, 1, hits)
-        assert sets_of(t.procs[1].argv) == {"transaction.timeout.ms": "9"}
+def test_restart_after_every_point_fired_disarms_all():
+    t = embedded_armed(notice("after_prepare_durable", "reached"), notice("after_complete", "passed"),
+                       notice("after_complete", "passed"), notice("after_complete", "reached"))
+    try:
+        assert t._configs_for(1) == {"transaction.timeout.ms": "9"}
+    finally:
+        t.stop()
 
 
 def test_restart_before_any_hit_keeps_every_point_armed():
-    t = target_with_argv(BASE + ARMED)
-    disarm_on_restart(t, 1, {})
-    assert sets_of(t.procs[1].argv) == sets_of(BASE + ARMED)
+    t = embedded_armed()
+    try:
+        assert t._configs_for(1) == {**ARMED, "kconform.fault.notify": t.fault_listener.address}
+    finally:
+        t.stop()

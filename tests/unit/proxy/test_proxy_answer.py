@@ -76,11 +76,11 @@ def test_error_names_and_codes():
 
 def test_answer_rules_are_validated():
     r = Rule.from_dict({"api": "EndTxn", "action": "answer", "error": "CONCURRENT_TRANSACTIONS"})
-    assert (r.error, r.direction) == (51, "c2b")
+    assert (r.error, r.direction) == (51, "request")
     assert r.to_dict()["error"] == "CONCURRENT_TRANSACTIONS"
     for bad in ({"api": "EndTxn", "action": "answer"},                                  # no error
                 {"api": "EndTxn", "action": "answer", "error": "NOPE"},
-                {"api": "EndTxn", "action": "answer", "error": 16, "direction": "b2c"},
+                {"api": "EndTxn", "action": "answer", "error": 16, "direction": "response"},
                 {"action": "answer", "error": 16},                                       # any API
                 {"api": "Produce", "action": "answer", "error": 16},                     # no top-level error
                 {"api": "EndTxn", "action": "drop", "error": 16}):                       # error without answer

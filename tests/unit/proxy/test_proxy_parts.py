@@ -83,12 +83,12 @@ def test_responses_are_named_by_their_request_in_order():
 
 # ----------------------------------------------------------------------------- rules
 def test_rule_from_case_data_accepts_names_and_aliases():
-    r = Rule.from_dict({"api": "EndTxn", "dir": "c2b", "action": "hold"})
-    assert (r.api, r.direction, r.nth, r.every) == (API["EndTxn"].key, "c2b", 1, False)
+    r = Rule.from_dict({"api": "EndTxn", "direction": "request", "action": "hold"})
+    assert (r.api, r.direction, r.nth, r.every) == (API["EndTxn"].key, "request", 1, False)
     assert Rule.from_dict({"api": "END_TXN", "action": "drop"}).api == API["EndTxn"].key
     assert Rule.from_dict({"api": 0, "action": "drop"}).api == 0
-    assert Rule.from_dict({"api": "Produce", "direction": "b2c", "action": "sever", "when": "after"}).to_dict() == \
-        {"action": "sever", "api": "Produce", "direction": "b2c", "nth": 1, "when": "after"}
+    assert Rule.from_dict({"api": "Produce", "direction": "response", "action": "sever", "when": "after"}).to_dict() == \
+        {"action": "sever", "api": "Produce", "direction": "response", "nth": 1, "when": "after"}
 
 
 @pytest.mark.parametrize("bad", [
@@ -133,7 +133,7 @@ def test_corrupt_frame_variants():
 def test_rulebook_one_action_per_frame_lowest_id_wins_and_everyone_counts():
     book = RuleBook()
     observe = book.add({"api": "Produce", "action": "pass", "every": True})
-    first = book.add({"api": "Produce", "action": "delay", "ms": 1})
+    first = book.add({"api": "Produce", "action": "delay", "delay_ms": 1})
     second = book.add({"api": "Produce", "action": "drop"})
     req = parse_request(produce(9, 1))
     decided = book.decide(1, 7, req, 0.0)

@@ -49,7 +49,7 @@ def test_everything_else_is_a_client(cid):
 
 def test_from_broker_selects_replica_fetches_and_their_responses_only():
     book = RuleBook()
-    rid = book.add({"api": "Fetch", "direction": "c2b", "from": "broker", "action": "drop", "every": True})
+    rid = book.add({"api": "Fetch", "direction": "request", "from": "broker", "action": "drop", "every": True})
     client = parse_request(fetch_request("rdkafka", 1))
     follower = parse_request(fetch_request("broker-2-fetcher-0", 2))
     assert book.decide(1, 1, client, 0.0) is None
@@ -57,7 +57,7 @@ def test_from_broker_selects_replica_fetches_and_their_responses_only():
     assert book.counts(rid) == (1, 1)
 
     # b2c: the response carries its request's client id, so it is matched the same way.
-    resp_rule = book.add({"api": "Fetch", "direction": "b2c", "from": "client", "action": "pass"})
+    resp_rule = book.add({"api": "Fetch", "direction": "response", "from": "client", "action": "pass"})
     pending = PendingRequests()
     pending.sent(follower)
     pending.sent(parse_request(fetch_request("rdkafka", 3)))
@@ -76,7 +76,7 @@ def test_no_source_matches_both_and_bad_sources_are_refused():
         assert rule.selects(1, FrameInfo("c2b", 10, 1, "Fetch", 12, 1, cid))
     with pytest.raises(RuleError, match="client or broker"):
         Rule.from_dict({"api": "Fetch", "action": "pass", "from": "controller"})
-    assert Rule.from_dict({"api": "Fetch", "action": "pass", "from": "broker"}).to_dict()["source"] == "broker"
+    assert Rule.from_dict({"api": "Fetch", "action": "pass", "from": "broker"}).to_dict()["from"] == "broker"
 
 
 # ----------------------------------------------------------------------------- case data
@@ -99,7 +99,7 @@ def load(tmp_path, fault: str):
 def test_case_rule_from_broker_every_reaches_the_proxy(tmp_path):
     case = load(tmp_path, "{proxy: hold, api: Fetch, direction: request, from: broker, every: true, node: 3}")
     rule = case.steps[1].fault.proxy
-    assert (rule.source, rule.every, rule.node.node) == ("broker", True, 3)
+    assert (rule.source, rule.every, rule.node) == ("broker", True, 3)
     assert "from broker" in case.steps[1].fault.describe()
     front = ProxyFront(3)
     try:
@@ -110,7 +110,7 @@ def test_case_rule_from_broker_every_reaches_the_proxy(tmp_path):
         rid = front.add_rule(rule)
         made = front.server.rules.rule(rid)
         assert (made.action, made.api, made.direction, made.source, made.every, made.node) == (
-            "hold", 1, "c2b", "broker", True, 3)
+            "hold", 1, "request", "broker", True, 3)
         [check] = front.fault_checks()
         assert not check["passed"] and "from broker #1+" in check["name"]
     finally:

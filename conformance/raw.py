@@ -20,9 +20,11 @@ import struct
 import time
 from typing import Any, Callable
 
-from conformance.clients import Outcome
+from broker_impl.log.records import build_batch
+from broker_impl.protocol.messages import API, RESPONSE_HEADER
+
 from conformance.clients.errors import kafka_code, kafka_name
-from conformance.clients.protocol import ErrorInfo
+from conformance.clients.protocol import ErrorInfo, Outcome
 
 READ_TIMEOUT_S = 5.0
 
@@ -167,8 +169,6 @@ def namespace_body(value: Any, name: Callable[[str], str], parent: str | None = 
 
 
 def _batch(spec: Any) -> bytes:
-    from broker_impl.log.records import build_batch
-
     if not isinstance(spec, dict) or set(spec) - BATCH_KEYS or "values" not in spec:
         raise RequestError(f"batch: a mapping with values and some of {sorted(BATCH_KEYS)}, got {spec!r}")
     values = [None if v is None else str(v).encode() for v in spec["values"]]
@@ -212,8 +212,6 @@ def build_struct(codec, struct_spec, values: dict, path: str = "body"):
 
 def build_request(api_name: str, version: int, body: dict, correlation_id: int = 1) -> bytes:
     """The whole request frame (size prefix, header v1/v2, body)."""
-    from broker_impl.protocol.messages import API
-
     api = API.get(api_name)
     if api is None:
         raise RequestError(f"unknown API {api_name!r}")
@@ -245,8 +243,6 @@ def send_request(address: tuple[str, int], api_name: str, version: int, body: di
     """Send one request, decode its response. ok with data: the response's top-level scalar
     fields, `error` (the first non-zero error_code anywhere in it, NONE when there is none),
     `errors` (all of them) and `response` (the whole decoded response)."""
-    from broker_impl.protocol.messages import API, RESPONSE_HEADER
-
     t0 = time.monotonic()
     op = "request"
     try:
