@@ -56,19 +56,26 @@ class KconformItem(pytest.Item):
             self.add_marker(getattr(pytest.mark, f"kconform_{safe}"))
 
     def runtest(self) -> None:
-        from conformance.runner.runner import run_one
+        from conformance.runner import attach_diffs, run_one
 
         state = self.config.stash[_STATE_KEY]
         slot = state["slots"][self.target_name]
         row = run_one(self.case, slot, self.client, state["ctx"], state["fresh"])
+        # The reference target's items are collected first: its row is there to diff against.
+        key = (row["case"], row["client"])
+        if self.target_name == state["reference"]:
+            state["reference_rows"][key] = row
+        elif key in state["reference_rows"]:
+            attach_diffs([state["reference_rows"][key], row], state["reference"])
         with open(state["results"], "a", encoding="utf-8") as out:
             out.write(json.dumps(row, default=str) + "\n")
         self.user_properties.append(("kconform_verdict", row["verdict"]))
         _allure_report(row, state["dir"])
         if row["verdict"] == "not_applicable":
             pytest.skip(f"not applicable: {row['reason']}")
-        if row["verdict"] == "error":
-            raise KconformError(f"{self.case.id} on {self.target_name} with {self.client}: {row['reason']}")
+        if row["verdict"] in ("error", "crash"):
+            raise KconformError(f"{self.case.id} on {self.target_name} with {self.client}: {row['verdict']}: "
+                                f"{row['reason']}")
         if row["verdict"] == "fail":
             raise KconformFailure(row)
 
@@ -107,7 +114,7 @@ class KconformError(Exception):
 class KconformCollector(pytest.Collector):
     def collect(self):
         state = self.config.stash[_STATE_KEY]
-        targets = sorted(state["targets"], key=lambda t: t != state["ctx"].reference)
+        targets = sorted(state["targets"], key=lambda t: t != state["reference"])
         for target in targets:
             for case in state["cases"]:
                 for client in state["clients"]:
@@ -119,7 +126,7 @@ def pytest_configure(config) -> None:
     if not _active(config):
         return
     from conformance.dsl import load_cases
-    from conformance.runner.runner import RowContext, TargetSlot, default_clients, new_run_id, reference_target
+    from conformance.runner import RowContext, TargetSlot, default_clients, new_run_id, reference_target
 
     targets = config.getoption("kconform_target") or ["embedded"]
     clients = config.getoption("kconform_client") or default_clients()
@@ -138,7 +145,7 @@ def pytest_configure(config) -> None:
     config.stash[_STATE_KEY] = {
         "targets": targets, "clients": clients, "cases": cases, "dir": results_dir, "results": results,
         "fresh": config.getoption("kconform_fresh"),
-        "ctx": RowContext(new_run_id(), results_dir, reference, {}),
+        "ctx": RowContext(new_run_id(), results_dir), "reference": reference, "reference_rows": {},
         "slots": {t: TargetSlot(t, {}, results_dir / "work", "auto") for t in targets},
     }
 

@@ -19,7 +19,7 @@ from confluent_kafka import (Consumer, IsolationLevel, KafkaError, KafkaExceptio
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from conformance.clients.driver import (POLL_STEP_S, BaseDriver, Deadline, OpError, ReportedError, offset_spec,
-                                        read_committed, record_row, serve, timestamp_or_none, unsupported)
+                                        read_committed, record_row, serve, timestamp_or_none)
 from conformance.clients.errors import kafka_code, kafka_name
 from conformance.clients.protocol import decode_bytes
 
@@ -79,6 +79,8 @@ def raise_partition_errors(tps: list[TopicPartition]) -> None:
 
 class ConfluentDriver(BaseDriver):
     client_name = "confluent"
+    UNSUPPORTED = {"describe_transactions":
+                   f"confluent-kafka {confluent_kafka.__version__} AdminClient has no DescribeTransactions"}
 
     def __init__(self) -> None:
         super().__init__()
@@ -285,10 +287,6 @@ class ConfluentDriver(BaseDriver):
                                "offset": None if t.offset < 0 else t.offset} for t in result]}
 
     # -- admin -------------------------------------------------------------------------------------
-    def op_describe_transactions(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
-        raise unsupported("describe_transactions",
-                          f"confluent-kafka {confluent_kafka.__version__} AdminClient has no DescribeTransactions")
-
     def op_list_offsets(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
         spec = offset_spec(args, earliest=OffsetSpec.earliest(), latest=OffsetSpec.latest(), at=OffsetSpec.for_timestamp)
         level = IsolationLevel.READ_COMMITTED if read_committed(args) else IsolationLevel.READ_UNCOMMITTED

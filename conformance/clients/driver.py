@@ -156,6 +156,9 @@ class BaseDriver:
     methods returning the reply's ``data`` and ``normalise(exc, op)`` returning the error dict."""
 
     client_name = "?"
+    #: Ops of the definition (ops.yaml) this client library cannot do, with why: answered
+    #: UNSUPPORTED_BY_CLIENT with that reason, and left out of hello's `ops`.
+    UNSUPPORTED: dict[str, str] = {}
 
     #: The library objects a driver may hold, in the order ``close`` closes them.
     CLIENT_KINDS = ("producer", "consumer", "admin")
@@ -213,9 +216,13 @@ class BaseDriver:
         raise NotImplementedError
 
     # -- shared ops --------------------------------------------------------------------------------
+    def implemented_ops(self) -> list[str]:
+        """The ops of the definition this driver has a method for (hello's `ops`)."""
+        return [op for op in OPS if op not in self.UNSUPPORTED and hasattr(self, f"op_{op}")]
+
     def op_hello(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
         return {**self.hello_data(), "language": "python", "protocol": PROTOCOL_VERSION,
-                "pid": os.getpid()}
+                "pid": os.getpid(), "ops": self.implemented_ops()}
 
     def op_close(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
         which = args.get("which", "all")
@@ -259,8 +266,9 @@ class BaseDriver:
         if op not in OPS:
             return error_reply(req_id, OpError("DRIVER_ERROR", f"unknown op {op!r}").info)
         method: Callable[[dict[str, Any], Deadline], dict[str, Any]] | None = getattr(self, f"op_{op}", None)
-        if method is None:
-            return error_reply(req_id, unsupported(op, f"{self.client_name} has no such operation").info)
+        if op in self.UNSUPPORTED or method is None:
+            why = self.UNSUPPORTED.get(op, f"{self.client_name} has no such operation")
+            return error_reply(req_id, unsupported(op, why).info)
         args = {k: v for k, v in request.items() if k not in ("id", "op", "deadline_ms")}
         box: dict[str, Any] = {}
 

@@ -45,7 +45,11 @@ Payloads
     pairs (order kept, names may repeat). Partitions are ``{"topic": t, "partition": p}``; offsets
     ``{"topic": t, "partition": p, "offset": o}`` (``metadata`` optional).
 
-Operations (arguments beyond id/op/deadline_ms; ``?`` = optional) -- see ``OPS`` below.
+Operations
+    Defined once, as data: ``ops.yaml`` beside this module (arguments, what ``data`` holds, whether a
+    case step may name the op, whether every driver must implement it). ``OPS`` below is that file;
+    a driver's ``hello`` lists the ops it implements, and an op a client library cannot do is
+    answered ``UNSUPPORTED_BY_CLIENT``.
 """
 
 from __future__ import annotations
@@ -53,55 +57,40 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
-PROTOCOL_VERSION = 1
+import yaml
 
-# op name -> (arguments, what ``data`` holds on success). The drivers implement exactly these; the
-# README renders the same list. An op a client library cannot do answers UNSUPPORTED_BY_CLIENT.
-OPS: dict[str, tuple[str, str]] = {
-    "hello": ("", "{client, library, library_version, client_version, language, protocol}"),
-    "create_producer": ("config: {java-style property: value}", "{client_id}"),
-    "create_consumer": ("config: {java-style property: value}", "{client_id}"),
-    "create_admin": ("config?: {...} (default: bootstrap.servers of the producer/consumer)", "{}"),
-    "init_transactions": ("", "{}"),
-    "begin_transaction": ("", "{}"),
-    "send": (
-        "topic, partition?, key?, value?, headers?: [[name, value]], timestamp_ms?, wait?: bool=true",
-        "wait=true: {topic, partition, offset, timestamp_ms}; wait=false: {queued: true, seq}",
-    ),
-    "flush": ("", "{deliveries: [{seq, topic, partition, offset} | {seq, topic, error}]} of wait=false sends"),
-    "send_offsets_to_transaction": (
-        "offsets: [{topic, partition, offset, metadata?}], group_id? (only without a consumer)",
-        "{group_id}",
-    ),
-    "commit_transaction": ("", "{}"),
-    "abort_transaction": ("", "{}"),
-    "subscribe": ("topics: [str]", "{}"),
-    "assign": ("partitions: [{topic, partition, offset?}]", "{}"),
-    "poll": (
-        "max_records: int=500, timeout_ms: int=1000",
-        "{records: [{topic, partition, offset, key, value, headers, timestamp_ms}]}",
-    ),
-    "commit": ("offsets?: [{topic, partition, offset, metadata?}] (default: consumed positions)", "{}"),
-    "committed": ("partitions: [{topic, partition}]", "{offsets: [{topic, partition, offset|null, metadata}]}"),
-    "position": ("partitions?: [{topic, partition}] (default: assignment)", "{positions: [{topic, partition, offset}]}"),
-    "close": ("which?: producer|consumer|admin|all = all, timeout_ms?", "{closed: [str]}"),
-    "describe_transactions": (
-        "ids: [str]",
-        "{transactions: [{transactional_id, state, producer_id, producer_epoch, timeout_ms, "
-        "coordinator_id, partitions: [{topic, partition}]} | {transactional_id, error}]}",
-    ),
-    "list_offsets": (
-        "partitions: [{topic, partition}], isolation_level: read_committed|read_uncommitted, "
-        "spec: earliest|latest|timestamp, timestamp_ms? (spec=timestamp)",
-        "{offsets: [{topic, partition, offset, timestamp_ms} | {topic, partition, error}]}",
-    ),
-    "create_topics": (
-        "topics: [{name, partitions=1, replication_factor=1, config?: {}}]",
-        "{topics: [{name, error: null|{...}}]}",
-    ),
-}
+PROTOCOL_VERSION = 1
+OPS_FILE = Path(__file__).with_name("ops.yaml")
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """One operation of the driver protocol, as ops.yaml defines it."""
+
+    name: str
+    args: dict[str, dict[str, Any]]
+    returns: str
+    step: bool
+    required: bool
+
+    @property
+    def arg_names(self) -> frozenset[str]:
+        return frozenset(self.args)
+
+
+def load_ops(path: Path = OPS_FILE) -> dict[str, OpSpec]:
+    with open(path, encoding="utf-8") as fh:
+        raw = yaml.safe_load(fh)
+    return {name: OpSpec(name, dict(spec.get("args") or {}), str(spec["returns"]), bool(spec["step"]),
+                         bool(spec["required"]))
+            for name, spec in raw.items()}
+
+
+#: op name -> its definition (ops.yaml).
+OPS: dict[str, OpSpec] = load_ops()
 
 
 def encode_bytes(raw: bytes | None) -> Any:

@@ -6,6 +6,9 @@
 See runner.py for the isolation choice (fresh targets vs. unique names per case) and
 docs/results-schema.md for the rows.
 """
-from .runner import RunOptions, TargetSlot, default_clients, new_run_id, reference_target, run, run_one
+from .row import RowContext, run_one
+from .runner import RunOptions, attach_diffs, default_clients, default_jobs, new_run_id, reference_target, run
+from .slots import TargetSlot
 
-__all__ = ["RunOptions", "TargetSlot", "default_clients", "new_run_id", "reference_target", "run", "run_one"]
+__all__ = ["RowContext", "RunOptions", "TargetSlot", "attach_diffs", "default_clients", "default_jobs", "new_run_id",
+           "reference_target", "run", "run_one"]

@@ -19,7 +19,7 @@ from conformance.targets import Target
 
 from ..dsl.model import Case, Step
 from .actors import Actors
-from .checks import expect_matches
+from .checks import expect_matches, unspecified_check
 from .faults import FaultRealiser
 from .namespace import Namespace
 from ..raw import RequestError, namespace_body, resolve_refs, send_frame, send_request
@@ -29,6 +29,16 @@ DEFAULT_DEADLINE_MS = 20_000
 RAW_RETRY = ("COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR",
              "NOT_LEADER_OR_FOLLOWER", "LEADER_NOT_AVAILABLE", "UNKNOWN_TOPIC_OR_PARTITION")
 RAW_RETRY_BACKOFF_S = 0.1
+
+
+class TargetCrashed(Exception):
+    """The target died or stopped answering (Target.health) -- seen after step `step` (None:
+    at the end of the case). The case stops there: nothing later can mean anything."""
+
+    def __init__(self, step: int | None, reason: str) -> None:
+        super().__init__(reason)
+        self.step = step
+        self.reason = reason
 
 
 @dataclass
@@ -68,11 +78,17 @@ class CaseRun:
 
     # ----------------------------------------------------------------- driving
     def run_steps(self) -> StepRun:
-        """Run every step in order. NotApplicable propagates (the target cannot do a fault);
-        everything else a step meets is recorded as its outcome."""
+        """Run every step in order. NotApplicable propagates (the target cannot do a fault), and
+        TargetCrashed when a step failed because the target is gone; everything else a step
+        meets is recorded as its outcome."""
         try:
             for step in self.case.steps:
+                seen = len(self.result.records)
                 self._run(step)
+                if any(not r.get("ok", True) for r in self.result.records[seen:]):
+                    crashed = self.target.health()
+                    if crashed:
+                        raise TargetCrashed(step.index, crashed)
         finally:
             for ref, (thread, _) in self._background.items():
                 thread.join(timeout=0)  # awaited steps are joined; a leftover means a failed await
@@ -137,17 +153,15 @@ class CaseRun:
 
     def _check(self, step: Step, rec: dict, label: str | None) -> None:
         client = self._client_of(rec.get("actor") or step.actor)
-        try:
-            if step.expect.for_client(client).any:
-                return
-        except KeyError:
-            pass  # expect_matches says which client had no expectation
+        expect = step.expect.for_client(client)
+        name = f"step[{step.index}] {label or f'{step.actor}.{step.op}'}: {step.expect.describe()}"
+        if expect is None:
+            self.result.checks.append(unspecified_check(name, rec, client))
+            return
+        if expect.any:
+            return
         passed, message = expect_matches(step.expect, rec, client)
-        what = label or f"{step.actor}.{step.op}"
-        self.result.checks.append({
-            "name": f"step[{step.index}] {what}: {step.expect.describe()}",
-            "passed": passed, "message": message,
-        })
+        self.result.checks.append({"name": name, "passed": passed, "message": message})
 
     def _op_record(self, step: Step) -> dict:
         try:

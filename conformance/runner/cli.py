@@ -3,7 +3,7 @@
     kconform run [--target NAME ...] [--client NAME ...] [--case GLOB ...] --results DIR
 
 Defaults: the embedded target; every client installed here; every case under cases/. Exit
-status 0 when every row passed or was not applicable, 1 when a check failed or a run errored,
+status 0 when every row passed or was not applicable, 1 when a check failed, a target crashed or a run errored,
 2 when the cases or options are invalid.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from ..clients.registry import CLIENTS
 from ..dsl import CaseError, load_cases
 from ..targets import TARGETS
 from .report import print_summary, progress_callbacks
-from .runner import RunOptions, default_clients, run
+from .runner import RunOptions, default_clients, default_jobs, run
 
 
 def add_run_parser(subparsers) -> argparse.ArgumentParser:
@@ -41,6 +41,9 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
                    help="auto: the proxy fronts every target it can (transcripts for every case); needed: "
                         "only cases with proxy faults; off: never (those cases become not applicable)")
     p.add_argument("--kafka-version", default=None, help="Apache Kafka version for the apache-kafka target")
+    p.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
+                   help=f"rows run at once, each with its own brokers (default {default_jobs()} here: two per "
+                        "core; 1: one row after the other)")
     p.add_argument("--no-progress", action="store_true", help="plain output instead of a progress bar")
     p.set_defaults(func=cmd_run)
     return p
@@ -75,10 +78,16 @@ def cmd_run(args) -> int:
     options = {}
     if args.kafka_version:
         options["apache-kafka"] = {"version": args.kafka_version}
+    if args.jobs is not None and args.jobs < 1:
+        print("--jobs: at least 1", file=sys.stderr)
+        return 2
+    jobs = args.jobs or default_jobs()
     opts = RunOptions(targets=targets, clients=clients, cases=cases, results_dir=args.results,
-                      reference=args.reference, fresh=args.fresh, proxy=args.proxy, target_options=options)
-    with progress_callbacks(len(targets) * len(cases) * len(clients), plain=args.no_progress) as (on_row, on_start):
+                      reference=args.reference, fresh=args.fresh, proxy=args.proxy, target_options=options,
+                      jobs=jobs)
+    total = len(targets) * len(cases) * len(clients)
+    with progress_callbacks(total, min(jobs, total), plain=args.no_progress) as (on_row, on_start):
         rows = run(opts, on_row=on_row, on_start=on_start)
     print_summary(rows, args.results)
-    bad = [r for r in rows if r["verdict"] in ("fail", "error")]
+    bad = [r for r in rows if r["verdict"] in ("fail", "error", "crash")]
     return 1 if bad else 0

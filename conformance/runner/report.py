@@ -11,16 +11,19 @@ from pathlib import Path
 
 from conformance.compare import render
 
-VERDICT_STYLE = {"pass": "green", "fail": "red", "error": "magenta", "not_applicable": "yellow"}
+VERDICT_STYLE = {"pass": "green", "fail": "red", "error": "magenta", "not_applicable": "yellow", "crash": "bold red"}
+VERDICTS = ("pass", "fail", "crash", "error", "not_applicable")
 
 
 @contextlib.contextmanager
-def progress_callbacks(total: int, plain: bool = False):
-    """(on_row, on_start) callbacks for runner.run, drawing a progress bar."""
+def progress_callbacks(total: int, jobs: int = 1, plain: bool = False):
+    """(on_row, on_start) callbacks for runner.run: a progress bar with one line per worker
+    (what it runs, for how long), or plain lines when stderr is not a terminal."""
     if plain or not sys.stderr.isatty():
-        def on_row(row, done, total_):
+        def on_row(row, done, total_, worker):
             print(f"[{done}/{total_}] {row['verdict']:<14} {row['case']} [{row['target']}-{row['client']}] "
-                  f"{row['duration_s']:.1f}s" + (f"  ({row['reason']})" if row.get("reason") else ""),
+                  f"{row['duration_s']:.1f}s" + (f" (w{worker})" if jobs > 1 else "")
+                  + (f"  ({row['reason']})" if row.get("reason") else ""),
                   file=sys.stderr, flush=True)
 
         yield on_row, None
@@ -29,14 +32,17 @@ def progress_callbacks(total: int, plain: bool = False):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = Console(stderr=True)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=False) as progress:
-        task = progress.add_task("starting", total=total)
+    with Progress(TextColumn("{task.description}"), BarColumn(bar_width=None), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console, transient=False) as progress:
+        task = progress.add_task(f"{jobs} worker(s)", total=total)
+        lines = {w: progress.add_task(f"  w{w}: starting", total=None, start=False) for w in range(1, jobs + 1)}
 
-        def on_start(case, target, client):
-            progress.update(task, description=f"{case} [{target}-{client}]")
+        def on_start(case, target, client, worker):
+            line = lines.get(worker)
+            if line is not None:
+                progress.reset(line, start=True, total=None, description=f"  w{worker}: {case} [{target}-{client}]")
 
-        def on_row(row, done, total_):
+        def on_row(row, done, total_, worker):
             style = VERDICT_STYLE.get(row["verdict"], "white")
             if row["verdict"] != "pass":
                 why = row.get("reason") or "; ".join(c["name"] + ": " + c["message"]
@@ -45,6 +51,9 @@ def progress_callbacks(total: int, plain: bool = False):
                                        f"[{row['target']}-{row['client']}] {why}", markup=True,
                                        highlight=False)
             progress.update(task, completed=done)
+            line = lines.get(worker)
+            if line is not None and done == total_:
+                progress.update(line, description=f"  w{worker}: done")
 
         yield on_row, on_start
 
@@ -57,14 +66,14 @@ def print_summary(rows: list[dict], results_dir: Path) -> None:
         from rich.table import Table
 
         table = Table(title="kconform run")
-        for col in ("target", "client", "pass", "fail", "error", "not_applicable"):
+        for col in ("target", "client", *VERDICTS):
             table.add_column(col)
         for t, c in pairs:
-            table.add_row(t, c, *(str(by[(t, c, v)]) for v in ("pass", "fail", "error", "not_applicable")))
+            table.add_row(t, c, *(str(by[(t, c, v)]) for v in VERDICTS))
         Console(stderr=True).print(table)
     except ImportError:
         for t, c in pairs:
-            print(t, c, {v: by[(t, c, v)] for v in ("pass", "fail", "error", "not_applicable")}, file=sys.stderr)
+            print(t, c, {v: by[(t, c, v)] for v in VERDICTS}, file=sys.stderr)
     for r in rows:
         if r.get("diff"):
             print(f"\n{r['case']} [{r['target']}-{r['client']}] differs from {r['reference_target']}:",

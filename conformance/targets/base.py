@@ -311,6 +311,26 @@ class Target(abc.ABC):
     def log_files(self) -> list[Path]:
         return []
 
+    #: Seconds a node gets to answer the health probe: a live broker answers ApiVersions in
+    #: milliseconds; one that needs longer is wedged for a case's purposes.
+    health_timeout: float = 5.0
+
+    def health(self) -> str | None:
+        """None while every node the case has not taken down still serves; otherwise what is
+        wrong ("node 1's process exited with code 2", "node 2 does not answer ApiVersions").
+        Cheap enough to ask after every failed step: the runner uses it to tell a target that
+        died (a finding: verdict `crash`) from a case that failed, and never reuses a dead one."""
+        for node_id, address in self.live_addresses():
+            try:
+                wire.api_versions(address, timeout=self.health_timeout)
+            except wire.WireError as exc:
+                return f"node {node_id} does not answer ApiVersions within {self.health_timeout:.0f} s ({exc})"
+        return None
+
+    def last_words(self, lines: int = 20) -> str:
+        """The end of the node logs, for a `crash` verdict's reason (empty where none is kept)."""
+        return ""
+
     def rss_bytes(self) -> dict[int, int]:
         """Resident memory per running node (empty where the target runs no local process)."""
         return {}

@@ -97,6 +97,22 @@ def test_hello_names_the_library_version(client, spawn):
     assert proc.hello["protocol"] == 1 and proc.hello["pid"] == proc.pid
 
 
+def test_hello_lists_the_ops_the_driver_implements_as_the_definition_says(client, spawn, dead_bootstrap):
+    """ops.yaml is the one op list: a driver implements every required op, lists no op the
+    definition lacks, and answers every op it leaves out UNSUPPORTED_BY_CLIENT -- so adding an op to
+    the definition, or to a driver only, fails here."""
+    proc = spawn(client)
+    ops = proc.hello["ops"]
+    assert len(ops) == len(set(ops)), ops
+    assert not set(ops) - set(OPS), f"{client} lists ops the definition lacks: {sorted(set(ops) - set(OPS))}"
+    missing_required = sorted(op for op, spec in OPS.items() if spec.required and op not in ops)
+    assert not missing_required, f"{client} lacks required ops {missing_required}"
+    assert proc.call("create_producer", config=offline_config(client, dead_bootstrap)).ok
+    for op in sorted(set(OPS) - set(ops)):
+        outcome = proc.call(op, deadline_ms=5_000)
+        assert not outcome.ok and outcome.error.name == "UNSUPPORTED_BY_CLIENT", (op, outcome.to_dict())
+
+
 def test_ops_before_create_are_illegal_state(client, spawn):
     proc = spawn(client)
     for op in ("init_transactions", "send", "poll"):

@@ -17,7 +17,7 @@ def test_external_answers_questions_but_controls_nothing(start_target, tmp_path)
         assert target.node_ids() == [node_id]
         assert bootstrap == tansu_bootstrap
         assert target.capabilities.isdisjoint({"kill", "pause", "restart", "multi_node"})
-        assert target.unsupported_configs == {"a.config": "1"}
+        assert target.unappliable_configs(target.broker_configs) == {"a.config": "1"}
         assert target.transaction_coordinator("txn") == node_id
         assert target.partition_leader("ext", 0) == node_id
         produce(producer(bootstrap), "ext", [(0, "k", "v")])

@@ -25,7 +25,7 @@ def test_tansu_node_control(start_target):
     target, bootstrap = start_target("tansu", Topology(), {"transaction.max.timeout.ms": "5000"})
     (node_id,) = target.node_ids()
     # Kafka broker configs have no Tansu equivalent: not applied, and said so.
-    assert target.unsupported_configs == {"transaction.max.timeout.ms": "5000"}
+    assert target.unappliable_configs(target.broker_configs) == {"transaction.max.timeout.ms": "5000"}
     with pytest.raises(NotApplicable, match="restart"):
         target.restart(node_id)
     target.pause(node_id)

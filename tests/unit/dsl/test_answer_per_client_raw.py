@@ -11,7 +11,7 @@ import pytest
 from broker_impl.protocol.messages import API, REQUEST_HEADER
 from conformance.dsl import CaseError, load_case
 from conformance.dsl.model import Expect
-from conformance.runner.checks import data_matches, evaluate, expect_matches
+from conformance.runner.checks import data_matches, evaluate, expect_matches, unspecified_check
 from conformance.raw import RequestError, build_request, namespace_body, resolve_refs
 
 BASE = """
@@ -97,9 +97,19 @@ def test_per_client_expectation(tmp_path):
     assert "confluent:" in expect.describe()
 
 
-def test_per_client_expectation_names_every_client_or_a_default(tmp_path):
-    err = error_of(tmp_path, "  - {actor: p1, op: commit_transaction, expect: {confluent: ok, java: ok}}\n")
-    assert err.field == "steps[1].expect" and "kafka-python" in err.expected
+def test_a_client_the_per_client_expectation_does_not_name_is_unspecified_not_a_load_error(tmp_path):
+    """Issue 11: adding a client must never break loading a case. A client that the map names
+    neither itself nor by `default` is not specified: the step is recorded, its check holds and
+    says so. A key that is no client is still refused (a typo must not silently specify nothing)."""
+    case = load(tmp_path, "  - {actor: p1, op: commit_transaction, expect: {confluent: ok, java: ok}}\n")
+    expect = case.steps[1].expect
+    assert expect.for_client("kafka-python") is None and expect.for_client("java") is not None
+    fenced = {"step": 1, "ok": False, "error": {"name": "PRODUCER_FENCED"}}
+    check = unspecified_check("step[1]", fenced, "kafka-python")
+    assert check["passed"] and check["unspecified"] and "PRODUCER_FENCED" in check["message"]
+    assert not expect_matches(expect, fenced, "java")[0]
+    only_default = load(tmp_path, "  - {actor: p1, op: commit_transaction, expect: {default: PRODUCER_FENCED}}\n")
+    assert only_default.steps[1].expect.for_client("any-client").errors == ("PRODUCER_FENCED",)
     err = error_of(tmp_path, "  - {actor: p1, op: commit_transaction, expect: {confluent: ok, nobody: ok}}\n")
     assert err.field == "steps[1].expect.nobody"
 

@@ -238,6 +238,8 @@ public final class Driver {
         data.put("java_version", System.getProperty("java.version"));
         data.put("protocol", 1);
         data.put("pid", ProcessHandle.current().pid());
+        ArrayNode ops = data.putArray("ops");
+        OPS.stream().sorted().forEach(ops::add);
         return data;
     }
 

@@ -1,0 +1,218 @@
+"""One row of a run: one case on one target with one client, always ending in a results row.
+
+Verdicts (docs/results-schema.md): `pass` / `fail` (the case's checks), `not_applicable` (the
+target or client cannot do what the case needs, with the reason), `crash` (the TARGET died or
+stopped answering during the case: a finding about the target, with the step after which it
+was seen dead and the end of its logs), `error` (kconform itself could not run the case).
+
+Why `crash` is its own verdict: a peer that panics on one case used to take every later case
+down with it (each waited out its timeouts against a dead port, and ended as `error`). Here a
+failed step asks the target whether it still serves (Target.health: processes alive, ApiVersions
+answered); when it does not, the case stops at once, the row says so, and the slot starts a
+fresh instance for the next case.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import shutil
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from conformance.clients.registry import CLIENTS
+from conformance.compare import normalise_outcome
+from conformance.targets import NotApplicable, TargetUnavailable
+
+from ..dsl.model import Case
+from .actors import client_version
+from .case_run import CaseRun, TargetCrashed
+from .checks import evaluate
+from .faults import plan_broker_configs
+from .namespace import Namespace
+from .observe import observe
+from .proxying import can_front
+from .slots import TargetSlot
+
+#: Broker configs that change transactional behaviour: a target that cannot apply them
+#: (Tansu, external) makes a case that sets them not applicable.
+BEHAVIOUR_CONFIG_PREFIXES = ("transaction", "transactional.id", "producer.id", "min.insync.replicas",
+                             "unclean.leader.election")
+#: Capabilities discovered only once the target runs (checked after start) or planned precisely
+#: elsewhere (fault points: plan_broker_configs says why one cannot be realised).
+LATE_CAPABILITIES = frozenset({"transactions", "describe_transactions", "list_transactions",
+                               "describe_producers", "multi_node", "fault_points"})
+
+
+@dataclass
+class RowContext:
+    run_id: str
+    results_dir: Path
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _safe(name: str) -> str:
+    return name.replace("/", "__")
+
+
+def _behaviour_configs(case: Case) -> dict[str, str]:
+    return {k: v for k, v in case.topology.broker_configs.items() if k.startswith(BEHAVIOUR_CONFIG_PREFIXES)}
+
+
+def wants_proxy(case: Case, slot: TargetSlot) -> bool:
+    """Whether the proxy stands in front of the target for this row (NotApplicable when the
+    case needs it and it cannot)."""
+    reason = can_front(slot.cls, case.topology.nodes)
+    if case.needs_proxy():
+        if reason:
+            raise NotApplicable(f"the case needs the proxy: {reason}")
+        return True
+    return slot.proxy_mode == "auto" and reason is None
+
+
+def row_plan(case: Case, slot: TargetSlot) -> tuple[dict[str, str], bool]:
+    """(broker configs, proxy in front) for a case on a slot's target; NotApplicable with the
+    reason when the target cannot run it at all (decided before anything starts)."""
+    missing_clients = [c for c in case.pinned_clients() if not CLIENTS[c].availability()[0]]
+    if missing_clients:
+        raise NotApplicable(f"the case pins client(s) {missing_clients}, not available here")
+    lacking = sorted(case.needed_capabilities() - LATE_CAPABILITIES - set(slot.cls.static_capabilities))
+    if lacking:
+        raise NotApplicable(f"target {slot.name!r} lacks {', '.join(lacking)}, which the case's faults need")
+    want_proxy = wants_proxy(case, slot)
+    essential = slot.cls.unappliable_configs(_behaviour_configs(case))
+    if essential:
+        raise NotApplicable(f"target {slot.name!r} cannot apply the broker configs {essential}")
+    return {**case.topology.broker_configs, **plan_broker_configs(case, slot.cls)}, want_proxy
+
+
+def run_one(case: Case, slot: TargetSlot, client: str, ctx: RowContext, fresh: bool) -> dict:
+    """Run one case on one target with one client; always returns a results row."""
+    started_at = now_iso()
+    t0 = time.monotonic()
+    art_rel = Path("artifacts") / slot.name / client / _safe(case.id)
+    art = ctx.results_dir / art_rel
+    if art.exists():
+        shutil.rmtree(art)
+    art.mkdir(parents=True, exist_ok=True)
+    row = {
+        "run_id": ctx.run_id, "started_at": started_at, "case": case.id, "case_title": case.title,
+        "tags": list(case.tags), "scenario": list(case.scenario), "target": slot.name, "target_version": "unknown",
+        "client": client, "client_version": client_version(client), "verdict": "error", "checks": [],
+        "outcome": {}, "diff": None, "reference_target": None, "duration_s": 0.0, "reason": None,
+        "artifacts": {"steps": str(art_rel / "steps.json"), "logs": []},
+    }
+    ns = Namespace()
+    case_run: CaseRun | None = None
+    raw_outcome: dict = {}
+    log_offsets: dict[Path, int] = {}
+    target = None
+    try:
+        broker_configs, want_proxy = row_plan(case, slot)
+        target, bootstrap = slot.acquire(case, broker_configs, want_proxy, fresh)
+        row["target_version"] = target.version
+        lacking = sorted(case.needed_capabilities() - set(target.capabilities) - {"multi_node"})
+        if lacking:
+            raise NotApplicable(f"target {slot.name!r} lacks {', '.join(lacking)}")
+        log_offsets = _log_sizes(target)
+        if case.topology.topics:
+            target.create_topics([dataclasses.replace(t, name=ns.name(t.name)) for t in case.topology.topics])
+        if slot.proxy is not None:
+            slot.proxy.begin_case()
+        case_run = CaseRun(case, target, client, bootstrap, ns, art, slot.proxy)
+        try:
+            steps = case_run.run_steps()
+        finally:
+            raw_outcome = {"steps": case_run.result.records, "faults": case_run.result.fault_events}
+        if steps.fault_events or target.down:
+            slot.dirty = True
+        # Observe while the actors still live: closing a producer aborts its open transaction
+        # (librdkafka does), which would change what the case left behind.
+        observed = observe(case, client, bootstrap, ns, art)
+        case_run.close()
+        crashed = target.health()
+        if crashed:
+            raise TargetCrashed(None, crashed)
+        if slot.proxy is not None:
+            steps.checks += slot.proxy.fault_checks()
+        raw_outcome = {"steps": steps.records, **observed, "faults": steps.fault_events}
+        outcome = ns.unmap(raw_outcome)
+        checks = steps.checks + evaluate(case, outcome, client)
+        if observed.get("observe_errors"):
+            checks.append({"name": "observation", "passed": False,
+                           "message": "; ".join(ns.unmap(observed["observe_errors"]))})
+        row["checks"] = checks
+        row["unspecified"] = sum(1 for c in checks if c.get("unspecified"))
+        row["outcome"] = normalise_outcome(outcome)
+        row["verdict"] = "pass" if all(c["passed"] for c in checks) else "fail"
+        known = case.known_differences.get(slot.name)
+        if known and row["verdict"] == "fail":
+            row["reason"] = f"known difference: {known}"
+    except TargetCrashed as exc:
+        row["verdict"] = "crash"
+        where = f"after step {exc.step}" if exc.step is not None else "by the end of the case"
+        row["reason"] = f"the target died {where}: {exc.reason}"
+        row["outcome"] = normalise_outcome(ns.unmap(raw_outcome))
+        (art / "crash.txt").write_text(f"{row['reason']}\n\n{target.last_words(40) if target else ''}\n")
+        row["artifacts"]["crash"] = str(art_rel / "crash.txt")
+        slot.dirty = True
+    except NotApplicable as exc:
+        row["verdict"] = "not_applicable"
+        row["reason"] = exc.reason
+        slot.dirty = slot.dirty or target is not None
+    except TargetUnavailable as exc:
+        row["verdict"] = "not_applicable"
+        row["reason"] = str(exc)
+    except Exception as exc:  # noqa: BLE001 - one broken run must not end the others
+        row["verdict"] = "error"
+        row["reason"] = f"{type(exc).__name__}: {exc}"
+        (art / "error.txt").write_text(traceback.format_exc())
+        slot.dirty = True
+    finally:
+        if case_run is not None:
+            case_run.close()
+        if slot.proxy is not None and target is not None:
+            path = slot.proxy.end_case(art / "transcript.jsonl")
+            if path is not None:
+                row["artifacts"]["transcript"] = str(art_rel / "transcript.jsonl")
+        row["artifacts"]["logs"] = _copy_logs(slot, log_offsets, art, art_rel)
+        (art / "steps.json").write_text(json.dumps(ns.unmap(raw_outcome.get("steps", [])), indent=1, default=str))
+        drivers = sorted(str(art_rel / p.name) for p in art.glob("*.log") if not p.name.startswith("broker-"))
+        if drivers:
+            row["artifacts"]["driver_logs"] = drivers
+        slot.after_row(fresh)
+    row["duration_s"] = round(time.monotonic() - t0, 3)
+    return row
+
+
+def _log_sizes(target) -> dict[Path, int]:
+    """Where each node log stands now: the row keeps only what is written after."""
+    out = {}
+    for path in target.log_files():
+        try:
+            out[path] = path.stat().st_size
+        except OSError:
+            pass
+    return out
+
+
+def _copy_logs(slot: TargetSlot, offsets: dict[Path, int], art: Path, art_rel: Path) -> list[str]:
+    """The part of every broker log written during this case, beside the results."""
+    if slot.target is None:
+        return []
+    out = []
+    for path in slot.target.log_files():
+        name = f"broker-{path.parent.name}-{path.name}"
+        try:
+            with open(path, "rb") as src, open(art / name, "wb") as dst:
+                src.seek(offsets.get(path, 0))
+                shutil.copyfileobj(src, dst)
+            out.append(str(art_rel / name))
+        except OSError:
+            continue
+    return out
