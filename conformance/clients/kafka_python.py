@@ -11,6 +11,7 @@ accept an abort. kafka-python wraps an earlier transactional error in a bare ``K
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import kafka
@@ -59,6 +60,22 @@ def _offsets(rows: list[dict[str, Any]]) -> dict[TopicPartition, OffsetAndMetada
     return {_tp(r): OffsetAndMetadata(int(r["offset"]), r.get("metadata") or "", -1) for r in rows}
 
 
+#: Bound on the wait for a transactional producer to settle in its error state after a failed op.
+ERROR_STATE_SETTLE_S = 1.0
+
+
+def _await_error_state(tm: Any) -> None:
+    """Some failures reach the caller before the TransactionManager moves to its error state (a
+    send's future fails in the sender thread, which then sets the state -- measured here as
+    fatal True/False between identical runs): read the settled classification, as the Java driver
+    does, waiting at most ERROR_STATE_SETTLE_S for an abortable or fatal state to appear."""
+    if tm is None or not getattr(tm, "transactional_id", None):
+        return
+    end = time.monotonic() + ERROR_STATE_SETTLE_S
+    while not (tm.has_abortable_error() or tm.has_fatal_error()) and time.monotonic() < end:
+        time.sleep(0.001)
+
+
 class KafkaPythonDriver(BaseDriver):
     client_name = "kafka-python"
 
@@ -89,6 +106,7 @@ class KafkaPythonDriver(BaseDriver):
             info = self._base_info(cause or exc)
             info["retriable"] = bool(getattr(exc, "retriable", False))
             tm = getattr(self.producer, "_transaction_manager", None) if op in PRODUCER_OPS else None
+            _await_error_state(tm)
             abortable = bool(tm and tm.has_abortable_error())
             fatal = bool(tm and tm.has_fatal_error())
             fenced = isinstance(cause or exc, Errors.ProducerFencedError) or info["name"] == "PRODUCER_FENCED"
