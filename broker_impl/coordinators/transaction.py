@@ -19,7 +19,7 @@ import trio
 
 from ..cluster.topics import by_topic
 from ..faults import FAULTS
-from ..handlers.api_versions import SUPPORTED_FEATURES
+from ..features import SUPPORTED_FEATURES
 from ..log import records as rec
 from ..protocol.errors import Errors
 from .partitioner import partition_for
