@@ -2,7 +2,8 @@
 SyncGroup (14), DescribeGroups (15), ListGroups (16), DeleteGroups (42).
 
 Handlers translate between the wire messages and
-:class:`~broker_impl.coordinators.group.GroupCoordinator`; the rules live there.
+:class:`~broker_impl.coordinators.group.GroupCoordinator`; the rules live behind it, in
+:mod:`~broker_impl.coordinators.group_metadata_manager`.
 All schema versions are implemented (they only add fields): JoinGroup 0-9,
 Heartbeat 0-4, LeaveGroup 0-5, SyncGroup 0-5, DescribeGroups 0-6, ListGroups 0-5,
 DeleteGroups 0-2.

@@ -198,15 +198,12 @@ async def handle_txn_offset_commit(broker, ctx, req):
             err = Errors.COORDINATOR_NOT_AVAILABLE
         if err is not None:
             return fail_all(err)
-    err = gc.validate_txn_offset_commit(req.group_id, getattr(req, "member_id", None),
-                                        getattr(req, "generation_id", -1), getattr(req, "group_instance_id", None))
+    err = gc.validate_txn_offset_commit(req.group_id, req.member_id, req.generation_id, req.group_instance_id)
     if err:
         return fail_all(err)
-    offsets = {tp: {"offset": p.committed_offset,
-                    "leader_epoch": getattr(p, "committed_leader_epoch", -1),
-                    "metadata": p.committed_metadata}
-               for tp, p in valid.items()}
-    err = gc.stage_txn_offsets(req.group_id, req.producer_id, offsets, producer_epoch=req.producer_epoch)
+    offsets = [(t, p, pd.committed_offset, pd.committed_leader_epoch, pd.committed_metadata)
+               for (t, p), pd in valid.items()]
+    err = gc.stage_txn_offsets(req.group_id, req.producer_id, req.producer_epoch, offsets)
     errors.update({tp: err for tp in valid})
     return answer(errors)
 

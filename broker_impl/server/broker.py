@@ -49,7 +49,7 @@ class Broker:
         load_handlers()
         from ..coordinators.group import GroupCoordinator
 
-        self.group_coordinator = GroupCoordinator(self)
+        self.group_coordinator = GroupCoordinator(config, self.topics)
         from ..coordinators.transaction import TransactionCoordinator
         from ..faults import FAULTS
 
