@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from . import HANDLERS, handles
 from ..features import SUPPORTED_FEATURES, finalized_features
 from ..protocol.errors import Errors
+
+if TYPE_CHECKING:
+    from ..server.broker import Broker
 
 
 def advertised_versions(response_cls) -> list:
@@ -13,7 +18,7 @@ def advertised_versions(response_cls) -> list:
 
 
 @handles("ApiVersions")
-async def handle_api_versions(broker, ctx, req):
+async def handle_api_versions(broker: Broker, ctx, req):
     R = ctx.api.Response
     resp = R(error_code=Errors.NONE, api_keys=advertised_versions(R))
     if ctx.version >= 3:
