@@ -3,7 +3,9 @@
 This module holds state and the rules that only look at one group (which
 transitions are legal, which protocol is selected, who leads); the decisions
 that involve time, persistence and responses live in
-:mod:`broker_impl.coordinators.group`.
+:mod:`~broker_impl.coordinators.group_metadata_manager` and
+:mod:`~broker_impl.coordinators.classic_rebalance`. Both managers of the
+coordinator (groups and offsets) share these types.
 """
 
 from __future__ import annotations
@@ -43,6 +45,11 @@ _VALID_PREVIOUS = {
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def group_id_valid(group_id: str | None) -> bool:
+    """Every group request answers INVALID_GROUP_ID for a null or empty group id."""
+    return group_id is not None and group_id != ""
 
 
 class Waiter:

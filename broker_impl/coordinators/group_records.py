@@ -14,6 +14,7 @@ import struct
 from dataclasses import dataclass
 
 from ..protocol.messages import DATA
+from .group_metadata import ClassicGroup, ClassicGroupMember, GroupState
 
 OFFSET_COMMIT_KEY_VERSION = 1      # what Kafka writes (0 is read too)
 GROUP_METADATA_KEY_VERSION = 2
@@ -74,6 +75,44 @@ def new_group_metadata_value(*, protocol_type: str, generation: int, protocol: s
     return GroupMetadataValue.cls(protocol_type=protocol_type, generation=generation, protocol=protocol,
                                   leader=leader, current_state_timestamp=current_state_timestamp,
                                   members=members)
+
+
+def classic_group_value(group: ClassicGroup, assignment: dict[str, bytes]):
+    """The ``GroupMetadataValue`` of ``group`` with ``assignment`` (member id -> bytes), as
+    Kafka's ``GroupCoordinatorRecordHelpers.newGroupMetadataRecord`` builds it."""
+    members = [MemberMetadata(
+        member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id or "",
+        client_host=m.client_host, rebalance_timeout=m.rebalance_timeout_ms,
+        session_timeout=m.session_timeout_ms, subscription=m.metadata(group.protocol_name),
+        assignment=assignment.get(m.member_id, b"")) for m in group.members.values()]
+    return new_group_metadata_value(
+        protocol_type=group.protocol_type or "", generation=group.generation_id,
+        protocol=group.protocol_name, leader=group.leader_id if members else None,
+        current_state_timestamp=group.state_timestamp if group.state_timestamp is not None else -1,
+        members=members)
+
+
+def classic_group_from_value(group_id: str, v) -> ClassicGroup:
+    """The group a ``GroupMetadataValue`` describes (Kafka's ``ClassicGroup.fromRecord``): with
+    members it is Stable in its last generation with its last assignment, else Empty."""
+    members = v.members or []
+    g = ClassicGroup(group_id, GroupState.STABLE if members else GroupState.EMPTY)
+    g.generation_id = v.generation
+    g.protocol_type = v.protocol_type or None
+    g.protocol_name = v.protocol
+    g.leader_id = v.leader
+    if v.current_state_timestamp >= 0:
+        g.state_timestamp = v.current_state_timestamp
+    for mm in members:
+        g.add(ClassicGroupMember(mm.member_id, mm.group_instance_id, mm.client_id, mm.client_host,
+                                 mm.rebalance_timeout if mm.rebalance_timeout > 0 else mm.session_timeout,
+                                 mm.session_timeout, v.protocol_type, [(v.protocol or "", bytes(mm.subscription))],
+                                 bytes(mm.assignment)))
+    if members:
+        g.subscribed_topics = g.compute_subscribed_topics()
+    if g.leader_id not in g.members:
+        g.leader_id = next(iter(g.members), None)
+    return g
 
 
 # -- decoding --------------------------------------------------------------------------------

@@ -16,13 +16,17 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from ..log import records as rec
 from ..log.errors import LogError
 from ..log.producer_state import AppendOrigin
 from ..protocol.errors import Errors, KafkaError
 from .partitioner import partition_for
+
+if TYPE_CHECKING:
+    from ..cluster.topics import TopicRegistry
+    from ..config import BrokerConfig
 
 log = logging.getLogger("kconform.broker.group.store")
 
@@ -54,13 +58,13 @@ def offset_append_error_to_response(code: int) -> Errors:
 
 
 class OffsetsTopic:
-    def __init__(self, broker):
-        self.broker = broker
-        self.num_partitions = broker.config.int("offsets.topic.num.partitions")
+    def __init__(self, config: BrokerConfig, topics: TopicRegistry):
+        self.topics = topics
+        self.num_partitions = config.int("offsets.topic.num.partitions")
 
     @property
     def topic(self):
-        return self.broker.topics.get(OFFSETS_TOPIC)
+        return self.topics.get(OFFSETS_TOPIC)
 
     def exists(self) -> bool:
         return self.topic is not None
@@ -69,7 +73,7 @@ class OffsetsTopic:
         """Create ``__consumer_offsets`` (compacted) if it does not exist yet."""
         t = self.topic
         if t is None:
-            t = self.broker.topics.create(OFFSETS_TOPIC, self.num_partitions, {"cleanup.policy": "compact"})
+            t = self.topics.create(OFFSETS_TOPIC, self.num_partitions, {"cleanup.policy": "compact"})
             log.info("created %s with %d partitions", OFFSETS_TOPIC, self.num_partitions)
         # An existing topic keeps its partition count (Kafka reads it from the topic too).
         self.num_partitions = len(t.partitions)
@@ -98,15 +102,6 @@ class OffsetsTopic:
         except LogError as exc:
             raise KafkaError(Errors(exc.error_code), exc.message) from None
         return info.first_offset
-
-    def producer_epoch(self, group_id: str, producer_id: int) -> int:
-        """The epoch the group's partition last saw for ``producer_id`` (0 if none)."""
-        t = self.topic
-        if t is None:
-            return 0
-        plog = t.partitions[partition_for(group_id, len(t.partitions))].log
-        entry = plog.producer_state.producers.get(producer_id)
-        return max(entry.producer_epoch, 0) if entry is not None else 0
 
     def replay(self) -> Iterator[tuple[int, object, list]]:
         """``(partition, batch header, records)`` for every batch of every partition, in

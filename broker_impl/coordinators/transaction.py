@@ -19,10 +19,9 @@ import trio
 
 from ..cluster.topics import by_topic
 from ..faults import FAULTS
-from ..handlers.api_versions import SUPPORTED_FEATURES
+from ..features import SUPPORTED_FEATURES
 from ..log import records as rec
 from ..protocol.errors import Errors
-from .partitioner import partition_for
 from .transaction_markers import GROUP_METADATA_TOPIC, TransactionMarkerChannelManager
 from .transaction_metadata import (
     NO_PRODUCER_EPOCH,
@@ -480,7 +479,4 @@ class TransactionCoordinator:
         offsets to (Kafka's ``groupCoordinator.partitionFor``): the markers must land where
         the transactional offsets are, so an existing topic's own partition count wins over
         ``offsets.topic.num.partitions``."""
-        gc = getattr(self.broker, "group_coordinator", None)
-        if gc is not None:
-            return GROUP_METADATA_TOPIC, gc.store.partition_for(group_id)
-        return GROUP_METADATA_TOPIC, partition_for(group_id, self.broker.config.int("offsets.topic.num.partitions"))
+        return GROUP_METADATA_TOPIC, self.broker.group_coordinator.store.partition_for(group_id)

@@ -131,6 +131,4 @@ def complete_group_offsets(broker, producer_id: int, commit: bool) -> None:
     """A marker reached ``__consumer_offsets``: the group coordinator materialises (COMMIT) or
     drops (ABORT) the producer's transactional offsets, as Kafka's WriteTxnMarkers handler
     has it do."""
-    gc = getattr(broker, "group_coordinator", None)
-    if gc is not None:
-        gc.complete_txn_offsets(producer_id, commit)
+    broker.group_coordinator.complete_txn_offsets(producer_id, commit)

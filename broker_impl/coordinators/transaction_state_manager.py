@@ -22,7 +22,7 @@ from pathlib import Path
 import trio
 
 from ..cluster.durable_file import replace_durably
-from ..handlers.api_versions import finalized_features
+from ..features import finalized_features
 from ..log import records as rec
 from ..log.errors import LogError
 from ..log.producer_state import AppendOrigin
@@ -69,7 +69,7 @@ class TransactionStateManager:
 
     def transaction_version_level(self) -> int:
         """The finalized ``transaction.version`` (what ApiVersions advertises)."""
-        return finalized_features(self.broker).get("transaction.version", 0)
+        return finalized_features(self.broker.config).get("transaction.version", 0)
 
     def validate_transaction_timeout_ms(self, timeout_ms: int) -> bool:
         return 0 < timeout_ms <= self.max_timeout_ms

@@ -1,9 +1,13 @@
 """Request handlers, one module per API family (as Kafka's KafkaApis splits them).
 
-A handler is ``async def handle(broker, ctx, request) -> response | None`` and
-registers itself with :func:`handles`, naming the versions it implements.
+A handler is ``async def handle(broker: Broker, ctx, request) -> response | None``
+and registers itself with :func:`handles`, naming the versions it implements.
 ApiVersions advertises exactly the registered set, so what a client may
 negotiate is always what the broker really implements.
+
+A handler may use every part of the :class:`~broker_impl.server.broker.Broker`
+(its coordinators are always there, nothing is guarded); handler modules import
+the type under ``TYPE_CHECKING`` only, since the broker loads them.
 """
 
 from __future__ import annotations

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from . import HANDLERS, handles
+from ..features import SUPPORTED_FEATURES, finalized_features
 from ..protocol.errors import Errors
 
-#: Feature name -> (min supported level, max supported level). Filled by the
-#: modules that implement a feature (the transaction coordinator adds
-#: ``transaction.version``), so nothing is advertised that is not there.
-SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {}
+if TYPE_CHECKING:
+    from ..server.broker import Broker
 
 
 def advertised_versions(response_cls) -> list:
@@ -16,22 +17,14 @@ def advertised_versions(response_cls) -> list:
             for k, h in sorted(HANDLERS.items())]
 
 
-def finalized_features(broker) -> dict[str, int]:
-    out = {}
-    for name, (lo, hi) in SUPPORTED_FEATURES.items():
-        level = broker.config.int(name) if name in broker.config.values else hi
-        out[name] = max(lo, min(hi, level))
-    return out
-
-
 @handles("ApiVersions")
-async def handle_api_versions(broker, ctx, req):
+async def handle_api_versions(broker: Broker, ctx, req):
     R = ctx.api.Response
     resp = R(error_code=Errors.NONE, api_keys=advertised_versions(R))
     if ctx.version >= 3:
         resp.supported_features = [R.SupportedFeatureKey(name=n, min_version=lo, max_version=hi)
                                    for n, (lo, hi) in sorted(SUPPORTED_FEATURES.items())]
-        fin = finalized_features(broker)
+        fin = finalized_features(broker.config)
         resp.finalized_features_epoch = 1 if fin else -1
         resp.finalized_features = [R.FinalizedFeatureKey(name=n, max_version_level=lvl, min_version_level=lvl)
                                    for n, lvl in sorted(fin.items())]

@@ -8,16 +8,21 @@ answers for an epoch it has not seen.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from . import handles
 from ..protocol.errors import Errors
 from .metadata import NO_AUTHORIZED_OPS
+
+if TYPE_CHECKING:
+    from ..server.broker import Broker
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
 
 
 @handles("DescribeCluster")
-async def handle_describe_cluster(broker, ctx, req):
+async def handle_describe_cluster(broker: Broker, ctx, req):
     R = ctx.api.Response
     host, port = broker.advertised_address
     if ctx.version >= 1 and req.endpoint_type != 1:  # 1 = brokers; controllers are not exposed
@@ -33,7 +38,7 @@ async def handle_describe_cluster(broker, ctx, req):
 
 
 @handles("OffsetForLeaderEpoch")
-async def handle_offset_for_leader_epoch(broker, ctx, req):
+async def handle_offset_for_leader_epoch(broker: Broker, ctx, req):
     R = ctx.api.Response
     T = R.OffsetForLeaderTopicResult
     E = T.EpochEndOffset

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from . import handles
 from ..protocol.errors import Errors
+
+if TYPE_CHECKING:
+    from ..server.broker import Broker
 
 TOPIC = 2
 BROKER = 4
@@ -30,7 +35,7 @@ TOPIC_DEFAULTS = {
 
 
 @handles("DescribeConfigs", min_version=1)
-async def handle_describe_configs(broker, ctx, req):
+async def handle_describe_configs(broker: Broker, ctx, req):
     R = ctx.api.Response
     Res = R.DescribeConfigsResult
     C = Res.DescribeConfigsResourceResult

@@ -17,17 +17,22 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import trio
 
 from . import handles
 from ..log.errors import LogError
 from ..protocol.errors import Errors
 
+if TYPE_CHECKING:
+    from ..server.broker import Broker
+
 READ_COMMITTED = 1
 INVALID_SESSION_ID = 0
 
 
-def _read_all(broker, ctx, req):
+def _read_all(broker: Broker, ctx, req):
     R = ctx.api.Response
     T = R.FetchableTopicResponse
     P = T.PartitionData
@@ -86,7 +91,7 @@ def _read_all(broker, ctx, req):
 
 
 @handles("Fetch")
-async def handle_fetch(broker, ctx, req):
+async def handle_fetch(broker: Broker, ctx, req):
     R = ctx.api.Response
     if ctx.version >= 7 and req.session_id != INVALID_SESSION_ID:
         return R(throttle_time_ms=0, error_code=Errors.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])

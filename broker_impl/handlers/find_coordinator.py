@@ -3,21 +3,27 @@
 This broker is the only node, so it coordinates every group and every
 transactional id. As Kafka does on the first lookup of a group, the group
 coordinator's internal topic ``__consumer_offsets`` is created here. A
-transactional id gets COORDINATOR_NOT_AVAILABLE (retriable) while the broker
-runs no transaction coordinator. Key type 2 (share groups, v6) is not
-supported by this broker and reads INVALID_REQUEST, like any unknown key type.
+transactional id is always this broker's (while its transaction coordinator
+loads, the transaction requests themselves answer COORDINATOR_LOAD_IN_PROGRESS).
+Key type 2 (share groups, v6) is not supported by this broker and reads
+INVALID_REQUEST, like any unknown key type.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from . import handles
 from ..protocol.errors import Errors, KafkaError
+
+if TYPE_CHECKING:
+    from ..server.broker import Broker
 
 GROUP = 0
 TRANSACTION = 1
 
 
-def _lookup(broker, key_type: int, key: str) -> tuple[Errors, str | None]:
+def _lookup(broker: Broker, key_type: int, key: str) -> tuple[Errors, str | None]:
     if key_type == GROUP:
         try:
             broker.group_coordinator.store.ensure()
@@ -25,14 +31,12 @@ def _lookup(broker, key_type: int, key: str) -> tuple[Errors, str | None]:
             return Errors.COORDINATOR_NOT_AVAILABLE, f"cannot create __consumer_offsets: {exc}"
         return Errors.NONE, None
     if key_type == TRANSACTION:
-        if getattr(broker, "txn_coordinator", None) is None:
-            return Errors.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
         return Errors.NONE, None
     return Errors.INVALID_REQUEST, f"Unsupported coordinator key type {key_type}"
 
 
 @handles("FindCoordinator")
-async def handle_find_coordinator(broker, ctx, req):
+async def handle_find_coordinator(broker: Broker, ctx, req):
     R = ctx.api.Response
     key_type = req.key_type if ctx.version >= 1 else GROUP
     host, port = broker.advertised_address

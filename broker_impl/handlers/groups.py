@@ -2,7 +2,8 @@
 SyncGroup (14), DescribeGroups (15), ListGroups (16), DeleteGroups (42).
 
 Handlers translate between the wire messages and
-:class:`~broker_impl.coordinators.group.GroupCoordinator`; the rules live there.
+:class:`~broker_impl.coordinators.group.GroupCoordinator`; the rules live behind it, in
+:mod:`~broker_impl.coordinators.group_metadata_manager`.
 All schema versions are implemented (they only add fields): JoinGroup 0-9,
 Heartbeat 0-4, LeaveGroup 0-5, SyncGroup 0-5, DescribeGroups 0-6, ListGroups 0-5,
 DeleteGroups 0-2.
@@ -10,9 +11,14 @@ DeleteGroups 0-2.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from . import handles
 from ..protocol.errors import Errors
 from .metadata import NO_AUTHORIZED_OPS
+
+if TYPE_CHECKING:
+    from ..server.broker import Broker
 
 
 def _client_host(ctx) -> str:
@@ -22,7 +28,7 @@ def _client_host(ctx) -> str:
 
 
 @handles("JoinGroup")
-async def handle_join_group(broker, ctx, req):
+async def handle_join_group(broker: Broker, ctx, req):
     R = ctx.api.Response
     v = ctx.version
     # v0 has no rebalance timeout: the session timeout serves as both (Kafka's rule).
@@ -44,7 +50,7 @@ async def handle_join_group(broker, ctx, req):
 
 
 @handles("SyncGroup")
-async def handle_sync_group(broker, ctx, req):
+async def handle_sync_group(broker: Broker, ctx, req):
     R = ctx.api.Response
     assignments = {a.member_id: bytes(a.assignment) for a in req.assignments or ()}
     result = await broker.group_coordinator.sync_group(
@@ -56,7 +62,7 @@ async def handle_sync_group(broker, ctx, req):
 
 
 @handles("Heartbeat")
-async def handle_heartbeat(broker, ctx, req):
+async def handle_heartbeat(broker: Broker, ctx, req):
     err = broker.group_coordinator.heartbeat(group_id=req.group_id, member_id=req.member_id,
                                              group_instance_id=req.group_instance_id,
                                              generation_id=req.generation_id)
@@ -64,7 +70,7 @@ async def handle_heartbeat(broker, ctx, req):
 
 
 @handles("LeaveGroup")
-async def handle_leave_group(broker, ctx, req):
+async def handle_leave_group(broker: Broker, ctx, req):
     R = ctx.api.Response
     if ctx.version < 3:
         members = [(req.member_id, None)]
@@ -82,7 +88,7 @@ async def handle_leave_group(broker, ctx, req):
 
 
 @handles("DescribeGroups")
-async def handle_describe_groups(broker, ctx, req):
+async def handle_describe_groups(broker: Broker, ctx, req):
     R = ctx.api.Response
     G = R.DescribedGroup
     M = G.DescribedGroupMember
@@ -105,7 +111,7 @@ _ALL_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 
 
 @handles("ListGroups")
-async def handle_list_groups(broker, ctx, req):
+async def handle_list_groups(broker: Broker, ctx, req):
     R = ctx.api.Response
     G = R.ListedGroup
     states = req.states_filter if ctx.version >= 4 else None
@@ -116,7 +122,7 @@ async def handle_list_groups(broker, ctx, req):
 
 
 @handles("DeleteGroups")
-async def handle_delete_groups(broker, ctx, req):
+async def handle_delete_groups(broker: Broker, ctx, req):
     R = ctx.api.Response
     out = [R.DeletableGroupResult(group_id=g, error_code=broker.group_coordinator.delete_group(g))
            for g in req.groups_names or ()]

@@ -7,19 +7,21 @@ it. With a transactional.id the transaction coordinator answers.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from . import handles
 from ..protocol.errors import Errors
 
+if TYPE_CHECKING:
+    from ..server.broker import Broker
+
 
 @handles("InitProducerId", max_version=5)
-async def handle_init_producer_id(broker, ctx, req):
+async def handle_init_producer_id(broker: Broker, ctx, req):
     R = ctx.api.Response
     if req.transactional_id is None:
         return R(throttle_time_ms=0, error_code=Errors.NONE,
                  producer_id=broker.producer_ids.generate(), producer_epoch=0)
-    coordinator = getattr(broker, "txn_coordinator", None)
-    if coordinator is None:
-        return R(throttle_time_ms=0, error_code=Errors.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1)
     # v3+ may name the producer it had (KIP-360: bump its epoch); both or neither.
     current = (req.producer_id, req.producer_epoch) if ctx.version >= 3 else (-1, -1)
     if current == (-1, -1):
@@ -28,7 +30,7 @@ async def handle_init_producer_id(broker, ctx, req):
         return R(throttle_time_ms=0, error_code=Errors.INVALID_REQUEST, producer_id=-1, producer_epoch=-1)
     else:
         expected = current
-    err, pid, epoch = await coordinator.init_producer_id(req.transactional_id, req.transaction_timeout_ms, expected)
+    err, pid, epoch = await broker.txn_coordinator.init_producer_id(req.transactional_id, req.transaction_timeout_ms, expected)
     if ctx.version < 4 and err == Errors.PRODUCER_FENCED:
         err = Errors.INVALID_PRODUCER_EPOCH   # PRODUCER_FENCED is v4+
     return R(throttle_time_ms=0, error_code=err, producer_id=pid, producer_epoch=epoch)

@@ -8,11 +8,16 @@ answers offset -1, timestamp -1, as Kafka does.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from . import handles
 from ..log import EARLIEST_TIMESTAMP as EARLIEST
 from ..log import LATEST_TIMESTAMP as LATEST
 from ..log.errors import LogError
 from ..protocol.errors import Errors
+
+if TYPE_CHECKING:
+    from ..server.broker import Broker
 
 # Kafka's other special timestamps (ListOffsetsRequest); MAX_TIMESTAMP (-3) and real
 # timestamps are answered by PartitionLog.offset_for_timestamp; anything below -6 is refused.
@@ -24,7 +29,7 @@ READ_COMMITTED = 1
 
 
 @handles("ListOffsets")
-async def handle_list_offsets(broker, ctx, req):
+async def handle_list_offsets(broker: Broker, ctx, req):
     R = ctx.api.Response
     T = R.ListOffsetsTopicResponse
     P = T.ListOffsetsPartitionResponse

@@ -8,9 +8,14 @@ again, exactly as they must against real Kafka.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from . import handles
 from ..cluster.topics import validate_topic_name
 from ..protocol.errors import Errors, KafkaError
+
+if TYPE_CHECKING:
+    from ..server.broker import Broker
 
 ZERO_UUID = b"\x00" * 16
 NO_AUTHORIZED_OPS = -2147483648
@@ -27,7 +32,7 @@ def topic_metadata(R, node, topic, error=Errors.NONE):
 
 
 @handles("Metadata")
-async def handle_metadata(broker, ctx, req):
+async def handle_metadata(broker: Broker, ctx, req):
     R = ctx.api.Response
     T = R.MetadataResponseTopic
     out = []

@@ -12,12 +12,17 @@ not checked.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from . import handles
 from ..protocol.errors import Errors
 from .metadata import ZERO_UUID
 
+if TYPE_CHECKING:
+    from ..server.broker import Broker
 
-def _resolve(broker, version: int, by_id_from: int, name, topic_id):
+
+def _resolve(broker: Broker, version: int, by_id_from: int, name, topic_id):
     """(name, topic_id, error) of a request topic."""
     if version >= by_id_from:
         t = broker.topics.by_id.get(bytes(topic_id))
@@ -31,7 +36,7 @@ def _resolve(broker, version: int, by_id_from: int, name, topic_id):
 
 
 @handles("OffsetCommit")
-async def handle_offset_commit(broker, ctx, req):
+async def handle_offset_commit(broker: Broker, ctx, req):
     R = ctx.api.Response
     T = R.OffsetCommitResponseTopic
     P = T.OffsetCommitResponsePartition
@@ -60,7 +65,7 @@ async def handle_offset_commit(broker, ctx, req):
     return R(throttle_time_ms=0, topics=out)
 
 
-def _fetch_group(broker, version: int, group_id: str, topics, require_stable: bool):
+def _fetch_group(broker: Broker, version: int, group_id: str, topics, require_stable: bool):
     """Run one group's fetch; returns (group error, [(name, topic_id, [(p, off, epoch, md, err)])])."""
     gc = broker.group_coordinator
     by_id = version >= 10
@@ -98,7 +103,7 @@ def _fetch_group(broker, version: int, group_id: str, topics, require_stable: bo
 
 
 @handles("OffsetFetch")
-async def handle_offset_fetch(broker, ctx, req):
+async def handle_offset_fetch(broker: Broker, ctx, req):
     R = ctx.api.Response
     v = ctx.version
     require_stable = bool(req.require_stable) if v >= 7 else False
@@ -137,7 +142,7 @@ async def handle_offset_fetch(broker, ctx, req):
 
 
 @handles("OffsetDelete")
-async def handle_offset_delete(broker, ctx, req):
+async def handle_offset_delete(broker: Broker, ctx, req):
     """OffsetDelete (47): unknown topics read UNKNOWN_TOPIC_OR_PARTITION (KafkaApis' check);
     the group rules are the coordinator's."""
     R = ctx.api.Response

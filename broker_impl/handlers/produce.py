@@ -14,10 +14,14 @@ KAFKA-18659) but refused, like Kafka 4 refuses them.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from . import handles
 from ..log.errors import LogError
 from ..protocol.errors import Errors
+
+if TYPE_CHECKING:
+    from ..server.broker import Broker
 
 _VALID_ACKS = (0, 1, -1)
 
@@ -28,7 +32,7 @@ def _partition_error(P, index: int, error: int, message: str | None = None):
 
 
 @handles("Produce", min_version=3, advertised_min=0)
-async def handle_produce(broker, ctx, req):
+async def handle_produce(broker: Broker, ctx, req):
     R = ctx.api.Response
     T = R.TopicProduceResponse
     P = T.PartitionProduceResponse
@@ -36,7 +40,7 @@ async def handle_produce(broker, ctx, req):
     by_id = ctx.version >= 13
     out = []
     appended = False
-    txn = getattr(broker, "txn_coordinator", None)
+    txn = broker.txn_coordinator
     now_ms = int(time.time() * 1000)
     for td in req.topic_data:
         topic = broker.topics.by_id.get(bytes(td.topic_id)) if by_id else broker.topics.get(td.name)
@@ -58,11 +62,10 @@ async def handle_produce(broker, ctx, req):
                 continue
             plog = topic.partitions[pd.index].log
             try:
-                if txn is not None:
-                    err = await txn.verify_produce(ctx, req, topic, pd)
-                    if err is not None:
-                        parts.append(_partition_error(P, pd.index, err))
-                        continue
+                err = await txn.verify_produce(ctx, req, topic, pd)
+                if err is not None:
+                    parts.append(_partition_error(P, pd.index, err))
+                    continue
                 result = plog.append(pd.records, api_version=ctx.version, now_ms=now_ms)
             except LogError as exc:
                 parts.append(_partition_error(P, pd.index, exc.error_code, exc.message))

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from . import handles
 from ..protocol.errors import Errors, KafkaError
+
+if TYPE_CHECKING:
+    from ..server.broker import Broker
 
 #: Topic-level configs this broker understands (Kafka's topic config names).
 TOPIC_CONFIGS = frozenset({
@@ -19,7 +24,7 @@ TOPIC_CONFIGS = frozenset({
 
 
 @handles("CreateTopics")
-async def handle_create_topics(broker, ctx, req):
+async def handle_create_topics(broker: Broker, ctx, req):
     R = ctx.api.Response
     results = []
     for t in req.topics:
@@ -66,7 +71,7 @@ async def handle_create_topics(broker, ctx, req):
 
 
 @handles("DeleteTopics")
-async def handle_delete_topics(broker, ctx, req):
+async def handle_delete_topics(broker: Broker, ctx, req):
     R = ctx.api.Response
     results = []
     targets = []

@@ -11,22 +11,17 @@ it: InitProducerId < v4, AddPartitionsToTxn / AddOffsetsToTxn / EndTxn < v2).
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from . import handles
 from ..cluster.topics import by_topic
-from ..coordinators.transaction import (
-    ADD_PARTITION,
-    DEFAULT_ERROR,
-    GENERIC_ERROR_SUPPORTED,
-    TransactionCoordinator,
-)
+from ..coordinators.transaction import ADD_PARTITION, DEFAULT_ERROR, GENERIC_ERROR_SUPPORTED
 from ..coordinators.transaction_markers import GROUP_METADATA_TOPIC, complete_group_offsets, write_marker
 from ..coordinators.transaction_metadata import TV_0, TV_2, CoordinatorError
 from ..protocol.errors import Errors
 
-
-def _coordinator(broker) -> TransactionCoordinator | None:
-    return getattr(broker, "txn_coordinator", None)
+if TYPE_CHECKING:
+    from ..server.broker import Broker
 
 
 def _fenced_for(version: int, first_with_fenced: int, err: int) -> int:
@@ -37,12 +32,12 @@ def _fenced_for(version: int, first_with_fenced: int, err: int) -> int:
 
 # ---------------------------------------------------------------- AddPartitionsToTxn
 @handles("AddPartitionsToTxn")
-async def handle_add_partitions_to_txn(broker, ctx, req):
+async def handle_add_partitions_to_txn(broker: Broker, ctx, req):
     R = ctx.api.Response
     TR = R.AddPartitionsToTxnTopicResult
     PR = TR.AddPartitionsToTxnPartitionResult
     v = ctx.version
-    coordinator = _coordinator(broker)
+    coordinator = broker.txn_coordinator
     if v < 4:
         txns = [(req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
                  req.v3_and_below_producer_epoch, False, req.v3_and_below_topics)]
@@ -54,9 +49,7 @@ async def handle_add_partitions_to_txn(broker, ctx, req):
         partitions = [(t.name, p) for t in topics for p in t.partitions]
         errors: dict = {}
         unknown = {tp for tp in partitions if broker.topics.partition(*tp) is None}
-        if coordinator is None:
-            errors = {tp: Errors.COORDINATOR_NOT_AVAILABLE for tp in partitions}
-        elif unknown:
+        if unknown:
             # any bad partition fails the whole transaction's request
             errors = {tp: Errors.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else Errors.OPERATION_NOT_ATTEMPTED
                       for tp in partitions}
@@ -81,11 +74,9 @@ async def handle_add_partitions_to_txn(broker, ctx, req):
 
 # ---------------------------------------------------------------- AddOffsetsToTxn
 @handles("AddOffsetsToTxn")
-async def handle_add_offsets_to_txn(broker, ctx, req):
+async def handle_add_offsets_to_txn(broker: Broker, ctx, req):
     R = ctx.api.Response
-    coordinator = _coordinator(broker)
-    if coordinator is None:
-        return R(throttle_time_ms=0, error_code=Errors.COORDINATOR_NOT_AVAILABLE)
+    coordinator = broker.txn_coordinator
     tp = coordinator.offsets_partition(req.group_id)
     err = await coordinator.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch, {tp}, TV_0)
     return R(throttle_time_ms=0, error_code=_fenced_for(ctx.version, 2, err))
@@ -93,20 +84,17 @@ async def handle_add_offsets_to_txn(broker, ctx, req):
 
 # ---------------------------------------------------------------- EndTxn
 @handles("EndTxn")
-async def handle_end_txn(broker, ctx, req):
+async def handle_end_txn(broker: Broker, ctx, req):
     R = ctx.api.Response
-    coordinator = _coordinator(broker)
-    if coordinator is None:
-        return R(throttle_time_ms=0, error_code=Errors.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1)
     client_tv = TV_2 if ctx.version > 4 else TV_0   # TransactionVersion.transactionVersionForEndTxn
-    err, pid, epoch = await coordinator.handle_end_transaction(req.transactional_id, req.producer_id,
-                                                               req.producer_epoch, req.committed, client_tv)
+    err, pid, epoch = await broker.txn_coordinator.handle_end_transaction(
+        req.transactional_id, req.producer_id, req.producer_epoch, req.committed, client_tv)
     return R(throttle_time_ms=0, error_code=_fenced_for(ctx.version, 2, err), producer_id=pid, producer_epoch=epoch)
 
 
 # ---------------------------------------------------------------- WriteTxnMarkers
 @handles("WriteTxnMarkers")
-async def handle_write_txn_markers(broker, ctx, req):
+async def handle_write_txn_markers(broker: Broker, ctx, req):
     """Broker-to-broker in Kafka; here also a tool for tests and operators (S11: a marker with
     a stale coordinator epoch gets TRANSACTION_COORDINATOR_FENCED)."""
     R = ctx.api.Response
@@ -137,7 +125,7 @@ async def handle_write_txn_markers(broker, ctx, req):
 
 # ---------------------------------------------------------------- TxnOffsetCommit
 @handles("TxnOffsetCommit")
-async def handle_txn_offset_commit(broker, ctx, req):
+async def handle_txn_offset_commit(broker: Broker, ctx, req):
     """Validated here (topics, the producer's epoch, KIP-890 verification of the offsets
     partition), staged in the group coordinator: invisible until the COMMIT marker, dropped on
     ABORT (OffsetFetch RequireStable answers UNSTABLE_OFFSET_COMMIT meanwhile)."""
@@ -145,8 +133,7 @@ async def handle_txn_offset_commit(broker, ctx, req):
     T = R.TxnOffsetCommitResponseTopic
     P = T.TxnOffsetCommitResponsePartition
     v = ctx.version
-    coordinator = _coordinator(broker)
-    gc = getattr(broker, "group_coordinator", None)
+    coordinator = broker.txn_coordinator
 
     def answer(errors: dict):
         return R(throttle_time_ms=0, topics=[T(name=t, partitions=[P(partition_index=p, error_code=errors[(t, p)])
@@ -171,8 +158,6 @@ async def handle_txn_offset_commit(broker, ctx, req):
         errors.update({tp: err for tp in valid})
         return answer(errors)
 
-    if coordinator is None or gc is None:
-        return fail_all(Errors.COORDINATOR_NOT_AVAILABLE)
     # The producer epoch, as the __consumer_offsets partition's producer state would check it.
     try:
         md = coordinator.txn_manager.get(req.transactional_id)
@@ -198,44 +183,30 @@ async def handle_txn_offset_commit(broker, ctx, req):
             err = Errors.COORDINATOR_NOT_AVAILABLE
         if err is not None:
             return fail_all(err)
-    err = gc.validate_txn_offset_commit(req.group_id, getattr(req, "member_id", None),
-                                        getattr(req, "generation_id", -1), getattr(req, "group_instance_id", None))
+    gc = broker.group_coordinator
+    err = gc.validate_txn_offset_commit(req.group_id, req.member_id, req.generation_id, req.group_instance_id)
     if err:
         return fail_all(err)
-    offsets = {tp: {"offset": p.committed_offset,
-                    "leader_epoch": getattr(p, "committed_leader_epoch", -1),
-                    "metadata": p.committed_metadata}
-               for tp, p in valid.items()}
-    err = gc.stage_txn_offsets(req.group_id, req.producer_id, offsets, producer_epoch=req.producer_epoch)
+    offsets = [(t, p, pd.committed_offset, pd.committed_leader_epoch, pd.committed_metadata)
+               for (t, p), pd in valid.items()]
+    err = gc.stage_txn_offsets(req.group_id, req.producer_id, req.producer_epoch, offsets)
     errors.update({tp: err for tp in valid})
     return answer(errors)
 
 
 # ---------------------------------------------------------------- DescribeTransactions
 @handles("DescribeTransactions")
-async def handle_describe_transactions(broker, ctx, req):
+async def handle_describe_transactions(broker: Broker, ctx, req):
     R = ctx.api.Response
     T = R.TransactionState
-    coordinator = _coordinator(broker)
-    states = []
-    for tid in req.transactional_ids:
-        if coordinator is None:
-            states.append(T(error_code=Errors.COORDINATOR_NOT_AVAILABLE, transactional_id=tid, transaction_state="",
-                            transaction_timeout_ms=0, transaction_start_time_ms=-1, producer_id=-1,
-                            producer_epoch=-1, topics=[]))
-        else:
-            states.append(coordinator.describe(tid, T))
+    states = [broker.txn_coordinator.describe(tid, T) for tid in req.transactional_ids]
     return R(throttle_time_ms=0, transaction_states=states)
 
 
 # ---------------------------------------------------------------- ListTransactions
 @handles("ListTransactions")
-async def handle_list_transactions(broker, ctx, req):
+async def handle_list_transactions(broker: Broker, ctx, req):
     R = ctx.api.Response
-    coordinator = _coordinator(broker)
-    if coordinator is None:
-        return R(throttle_time_ms=0, error_code=Errors.COORDINATOR_NOT_AVAILABLE, unknown_state_filters=[],
-                 transaction_states=[])
     pattern = None
     if ctx.version >= 2 and req.transactional_id_pattern:
         try:
@@ -244,8 +215,8 @@ async def handle_list_transactions(broker, ctx, req):
             return R(throttle_time_ms=0, error_code=Errors.INVALID_REGULAR_EXPRESSION, unknown_state_filters=[],
                      transaction_states=[])
     duration = req.duration_filter if ctx.version >= 1 else -1
-    err, unknown, rows = coordinator.list_transactions(set(req.producer_id_filters or ()),
-                                                       list(req.state_filters or ()), duration, pattern)
+    err, unknown, rows = broker.txn_coordinator.list_transactions(set(req.producer_id_filters or ()),
+                                                                  list(req.state_filters or ()), duration, pattern)
     TS = R.TransactionState
     return R(throttle_time_ms=0, error_code=err, unknown_state_filters=unknown,
              transaction_states=[TS(transactional_id=t, producer_id=p, transaction_state=s) for t, p, s in rows])
@@ -253,7 +224,7 @@ async def handle_list_transactions(broker, ctx, req):
 
 # ---------------------------------------------------------------- DescribeProducers
 @handles("DescribeProducers")
-async def handle_describe_producers(broker, ctx, req):
+async def handle_describe_producers(broker: Broker, ctx, req):
     R = ctx.api.Response
     TResp = R.TopicResponse
     PResp = TResp.PartitionResponse

@@ -17,15 +17,18 @@ import trio
 
 from ..cluster.topics import TopicRegistry
 from ..config import BrokerConfig
+from ..coordinators.group import GroupCoordinator
+from ..coordinators.producer_ids import ProducerIdManager
+from ..coordinators.transaction import TransactionCoordinator
+from ..faults import FAULTS
 from ..handlers import load_all as load_handlers
+from ..log.partition_log import PartitionLog
 from .connection import serve_connection
 
 log = logging.getLogger("kconform.broker")
 
 
-def _open_partition_log(directory: Path, topic_configs: dict, broker_config: BrokerConfig):
-    from ..log.partition_log import PartitionLog
-
+def _open_partition_log(directory: Path, topic_configs: dict, broker_config: BrokerConfig) -> PartitionLog:
     return PartitionLog(directory, broker_config.log_config(topic_configs))
 
 
@@ -43,16 +46,9 @@ class Broker:
         self._appended = trio.Event()
         self._hooks_closed: list = []
         self.nursery: trio.Nursery | None = None
-        from ..coordinators.producer_ids import ProducerIdManager
-
         self.producer_ids = ProducerIdManager(self.data_dir)
         load_handlers()
-        from ..coordinators.group import GroupCoordinator
-
-        self.group_coordinator = GroupCoordinator(self)
-        from ..coordinators.transaction import TransactionCoordinator
-        from ..faults import FAULTS
-
+        self.group_coordinator = GroupCoordinator(config, self.topics)
         FAULTS.configure(config.values)
         self.txn_coordinator = TransactionCoordinator(self)
 

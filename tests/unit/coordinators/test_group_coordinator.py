@@ -240,10 +240,9 @@ async def test_find_coordinator_all_versions(harness):
         assert (r.error_code, r.node_id, r.port) == (Errors.NONE, b.node_id, b.port)
         assert b.topics.get("__consumer_offsets") is not None        # created on first lookup
         assert len(b.topics.get("__consumer_offsets").partitions) == 5
-        txn, b.txn_coordinator = b.txn_coordinator, None
+        # A Broker always runs its transaction coordinator: every transactional id is its own.
         r = await harness.call("FindCoordinator", 3, key="tx", key_type=1)
-        assert r.error_code == Errors.COORDINATOR_NOT_AVAILABLE
-        b.txn_coordinator = txn
+        assert (r.error_code, r.node_id, r.port) == (Errors.NONE, b.node_id, b.port)
         r = await harness.call("FindCoordinator", 4, key_type=0, coordinator_keys=["a", "b"])
         assert [(c.key, c.error_code, c.node_id) for c in r.coordinators] == [("a", 0, b.node_id),
                                                                                 ("b", 0, b.node_id)]

@@ -121,9 +121,9 @@ async def test_require_stable_and_transactional_offsets(harness):
         b.topics.create("t", 2)
         gc = harness.gc
         await commit(harness, {"t": {0: 1, 1: 1}})
-        assert gc.stage_txn_offsets("g", 4000, {("t", 0): {"offset": 50, "leader_epoch": -1, "metadata": ""}},
-                                    producer_epoch=0) == Errors.NONE
-        assert gc.has_pending_txn_offsets("g", "t", 0) and not gc.has_pending_txn_offsets("g", "t", 1)
+        assert gc.stage_txn_offsets("g", 4000, 0, [("t", 0, 50, -1, "")]) == Errors.NONE
+        offsets = gc.offset_manager
+        assert offsets.has_pending_txn_offsets("g", "t", 0) and not offsets.has_pending_txn_offsets("g", "t", 1)
         err, got = await fetch_v7(harness, topics={"t": [0, 1]}, require_stable=True)
         assert got == {("t", 0): (-1, Errors.UNSTABLE_OFFSET_COMMIT), ("t", 1): (1, 0)}
         err, got = await fetch_v7(harness, topics={"t": [0, 1]}, require_stable=False)
@@ -136,14 +136,14 @@ async def test_require_stable_and_transactional_offsets(harness):
         err, got = await fetch_v7(harness, topics={"t": [0]}, require_stable=True)
         assert got == {("t", 0): (50, 0)}
         # An aborted one leaves the committed offset alone.
-        gc.stage_txn_offsets("g", 4001, {("t", 1): {"offset": 70}}, producer_epoch=0)
+        gc.stage_txn_offsets("g", 4001, 0, [("t", 1, 70, -1, None)])
         b.topics.get("__consumer_offsets").partitions[p].log.append_control_marker(
             False, producer_id=4001, producer_epoch=0, coordinator_epoch=0)
         gc.complete_txn_offsets(4001, False)
         err, got = await fetch_v7(harness, topics={"t": [1]}, require_stable=True)
         assert got == {("t", 1): (1, 0)}
         # Still pending at restart: replay keeps it pending.
-        gc.stage_txn_offsets("g", 4002, {("t", 1): {"offset": 90}}, producer_epoch=0)
+        gc.stage_txn_offsets("g", 4002, 0, [("t", 1, 90, -1, None)])
     async with harness.running():
         err, got = await fetch_v7(harness, topics={"t": [0, 1]}, require_stable=True)
         assert got == {("t", 0): (50, 0), ("t", 1): (-1, Errors.UNSTABLE_OFFSET_COMMIT)}
@@ -191,14 +191,14 @@ async def test_offset_retention_expires_offsets_and_group(harness):
         gc = harness.gc
         now = now_ms()
         assert gc.expire_offsets_now(now + 2000) == 1            # only the explicit one
-        assert gc.expire_offsets_now(now + gc.offsets_retention_ms + 1000) == 1
+        assert gc.expire_offsets_now(now + gc.offset_manager.offsets_retention_ms + 1000) == 1
         err, got = await fetch_v7(harness, group="simple", topics={"t": [0]})
         assert got == {("t", 0): (-1, 0)}
         assert (await harness.call("ListGroups", 4, states_filter=[])).groups == []
     async with harness.running():
         err, got = await fetch_v7(harness, group="simple", topics={"t": [0]})
         assert got == {("t", 0): (-1, 0)}
-        assert "simple" not in harness.gc.groups
+        assert "simple" not in harness.gc.group_manager.groups
 
 
 @mock_clock_test
@@ -232,4 +232,4 @@ async def test_delete_groups_offset_delete_and_deleted_topics(harness):
     async with harness.running():
         err, got = await fetch_v7(harness, topics=None)
         assert got == {}
-        assert "g" not in harness.gc.groups and "busy" in harness.gc.groups
+        assert "g" not in harness.gc.group_manager.groups and "busy" in harness.gc.group_manager.groups

@@ -8,6 +8,7 @@ import trio
 
 from broker_impl.cluster.topics import TopicRegistry
 from broker_impl.config import BrokerConfig
+from broker_impl.coordinators.group import GroupCoordinator
 from broker_impl.coordinators.producer_ids import ProducerIdManager
 from broker_impl.coordinators.transaction import TransactionCoordinator
 from broker_impl.log import records as rec
@@ -26,6 +27,8 @@ class Node:
         self.producer_ids = ProducerIdManager(data_dir)
         self.nursery = nursery
         self.appends = 0
+        # The markers of a transaction with offsets settle them in the group coordinator.
+        self.group_coordinator = GroupCoordinator(self.config, self.topics)
         self.txn_coordinator = TransactionCoordinator(self)
 
     def notify_append(self):
