@@ -29,7 +29,7 @@ ISOLATION = ("read_committed", "read_uncommitted")
 def _api_keys() -> dict[str, int]:
     """Kafka API names a proxy rule may match (a number is accepted too), with their keys: every
     API the project's codec (and so the proxy) knows. Imported on first use, as it is costly."""
-    from broker_impl.protocol.messages import API
+    from broker_impl.codec import API
 
     return {name: api.key for name, api in API.items()}
 
@@ -311,7 +311,7 @@ def _fault(v: _V, raw: Any, path: str, topics: dict[str, int]) -> m.FaultDef:
 def _raw_request(v: _V, s: dict, p: str) -> None:
     """A raw `request` step: a known API and version, and a body the codec can build (checked
     now with every "${ref}" as 0, so a misspelt field fails at load time, not mid-run)."""
-    from broker_impl.protocol.messages import API
+    from broker_impl.codec import API
 
     from conformance.runner.raw import REF, RequestError, build_request
 

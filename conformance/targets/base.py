@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, ClassVar, Collection, TypeVar
 
-import kafka.errors
+from broker_impl.codec import error_name
 
 from ..dsl.model import CONTROLLER_PLACEMENTS
 from . import wire
@@ -70,11 +70,6 @@ def _stop_started_targets() -> None:
             target.stop()
         except Exception:  # best effort at exit; the next target must still be stopped
             log.exception("stopping target %s at exit failed", target.name)
-
-
-def error_name(code: int) -> str:
-    """Kafka's name for an error code (COORDINATOR_NOT_AVAILABLE, ...)."""
-    return getattr(kafka.errors.for_code(code), "message", f"ERROR_{code}")
 
 
 class NotApplicable(Exception):
