@@ -20,13 +20,14 @@ import struct
 import time
 from typing import Any, Callable
 
-from broker_impl.log.records import build_batch
-from broker_impl.protocol.messages import API, RESPONSE_HEADER
+from broker_impl.codec import API, RESPONSE_HEADER, FrameError, build_batch, error_name, read_frame
 
-from conformance.clients.errors import kafka_code, kafka_name
+from conformance.clients.errors import kafka_code
 from conformance.clients.protocol import ErrorInfo, Outcome
 
 READ_TIMEOUT_S = 5.0
+#: The largest response the raw actor reads; a larger size prefix is taken for a broken answer.
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024 - 1
 
 
 def build_frame(args: dict[str, Any]) -> bytes:
@@ -40,16 +41,6 @@ def build_frame(args: dict[str, Any]) -> bytes:
     return struct.pack(">i", len(payload) + int(args.get("size_delta", 0))) + payload
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            return None
-        buf += chunk
-    return buf
-
-
 class _NoAnswer(Exception):
     """A round trip that ended without a whole response: (Kafka-style error name, why)."""
 
@@ -59,19 +50,17 @@ class _NoAnswer(Exception):
         self.message = message
 
 
-def _round_trip(address: tuple[str, int], frame: bytes, timeout_s: float) -> tuple[int, bytes]:
-    """Send one frame on a fresh connection and read one size-prefixed response frame."""
+def _round_trip(address: tuple[str, int], frame: bytes, timeout_s: float) -> bytes:
+    """Send one frame on a fresh connection and read one response frame (size prefix included)."""
     try:
         with socket.create_connection(address, timeout=timeout_s) as sock:
             sock.sendall(frame)
-            head = _recv_exact(sock, 4)
-            if head is None:
+            answer = read_frame(sock, MAX_RESPONSE_BYTES)
+            if answer is None:
                 raise _NoAnswer("NETWORK_EXCEPTION", "the broker closed the connection without answering")
-            (size,) = struct.unpack(">i", head)
-            body = _recv_exact(sock, size) if 0 <= size < 64 * 1024 * 1024 else None
-            if body is None:
-                raise _NoAnswer("NETWORK_EXCEPTION", f"the broker closed the connection mid-response (size {size})")
-            return size, body
+            return answer
+    except FrameError as exc:
+        raise _NoAnswer("NETWORK_EXCEPTION", f"the broker's answer is cut short or not Kafka framing: {exc}") from None
     except socket.timeout:
         raise _NoAnswer("REQUEST_TIMED_OUT", f"no answer within {timeout_s} s") from None
     except ConnectionError as exc:
@@ -85,24 +74,19 @@ def _failure(op: str, name: str, message: str, t0: float) -> Outcome:
                                    client_class="socket"))
 
 
-def _error_name(code: int) -> str:
-    """Kafka's name for an error code read off the wire; ERROR_<code> for a code Kafka lacks."""
-    return kafka_name(code) or f"ERROR_{code}"
-
-
 def send_frame(address: tuple[str, int], args: dict[str, Any]) -> Outcome:
     t0 = time.monotonic()
     frame = build_frame(args)
     try:
-        size, body = _round_trip(address, frame, READ_TIMEOUT_S)
+        answer = _round_trip(address, frame, READ_TIMEOUT_S)
     except _NoAnswer as exc:
         return _failure("send_frame", exc.name, exc.message, t0)
-    (corr,) = struct.unpack(">i", body[:4])
-    data: dict[str, Any] = {"response_size": size, "correlation_id": corr}
-    if len(body) >= 6:
-        (code,) = struct.unpack(">h", body[4:6])
+    (corr,) = struct.unpack_from(">i", answer, 4)
+    data: dict[str, Any] = {"response_size": len(answer) - 4, "correlation_id": corr}
+    if len(answer) >= 10:
+        (code,) = struct.unpack_from(">h", answer, 8)
         data["error_code"] = code
-        data["error"] = _error_name(code)
+        data["error"] = error_name(code)
     return Outcome(op="send_frame", ok=True, data=data, elapsed_ms=(time.monotonic() - t0) * 1000)
 
 
@@ -229,7 +213,7 @@ def _errors(tree: Any) -> list[str]:
     if isinstance(tree, dict):
         for k, v in tree.items():
             if (k == "error_code" or k.endswith("_error_code")) and isinstance(v, int) and v != 0:
-                out.append(_error_name(v))
+                out.append(error_name(v))
             else:
                 out += _errors(v)
     elif isinstance(tree, list):
@@ -251,11 +235,11 @@ def send_request(address: tuple[str, int], api_name: str, version: int, body: di
         return _failure(op, "DRIVER_ERROR", f"cannot build {api_name} v{version}: {exc}", t0)
     api = API[api_name]
     try:
-        size, resp = _round_trip(address, frame, timeout_s)
+        resp = _round_trip(address, frame, timeout_s)
     except _NoAnswer as exc:
         return _failure(op, exc.name, exc.message, t0)
     try:
-        _, pos = RESPONSE_HEADER.decode(api.response_header_version(version), resp, 0)
+        _, pos = RESPONSE_HEADER.decode(api.response_header_version(version), resp, 4)
         obj, _ = api.response.decode(version, resp, pos)
     except Exception as exc:  # noqa: BLE001 - an undecodable answer is the outcome
         return _failure(op, "CORRUPT_MESSAGE", f"cannot decode {api_name} v{version} response: {exc}", t0)

@@ -39,7 +39,8 @@ def transcript_lines(path: str | Path) -> list[str]:
     correlation id, error codes of responses."""
     path = Path(path)
     if path.suffix == ".jsonl":
-        from .kafka_frames import ConnectionDecoder
+        from broker_impl.codec import ConnectionDecoder
+
         from .transcripts import read_transcript
 
         decoders: dict[str, ConnectionDecoder] = {}
@@ -58,8 +59,9 @@ def transcript_lines(path: str | Path) -> list[str]:
         client = src if d == "c2b" else dst
         broker = dst if d == "c2b" else src
         version = "?" if info.api_version is None else info.api_version
-        line = (f"{t:10.6f} {client} {arrow} {broker} {info.api_name:<22} v{version:<3} "
-                f"corr={info.correlation_id:<6} size={info.size:<7}")
+        corr = "?" if info.correlation_id is None else info.correlation_id
+        line = (f"{t:10.6f} {client} {arrow} {broker} {info.api_label:<22} v{version:<3} "
+                f"corr={corr:<6} size={info.size - 4:<7}")
         if d == "b2c":
             line += f" errors={info.errors_text()}"
         if info.note:

@@ -5,7 +5,7 @@ Kafka's API names, api version, correlation id, client id); the body stays
 raw. ``KafkaResponse`` dissects the size and correlation id; what the body
 means depends on the request with that correlation id, so
 :meth:`KafkaResponse.decode_body` takes the api key and version and reads
-the top-level error codes with ``broker_impl.protocol`` (the codec made from
+the top-level error codes with ``broker_impl.codec`` (the codec made from
 Kafka's JSON schemas). :func:`dissect` does the pairing for a whole capture.
 
 scapy is GPL-2.0-only: this module is part of the optional ``capture``
@@ -18,9 +18,16 @@ from scapy.fields import FieldLenField, IntField, ShortEnumField, ShortField, St
 from scapy.layers.inet import TCP
 from scapy.packet import Packet, Raw, bind_layers
 
-from broker_impl.protocol.messages import API_BY_KEY
-
-from .kafka_frames import ConnectionDecoder, FrameInfo, decode_response
+from broker_impl.codec import (
+    ANY_SIZE,
+    API_BY_KEY,
+    ConnectionDecoder,
+    FrameError,
+    FrameInfo,
+    frame_end,
+    read_errors,
+    response_info,
+)
 
 KAFKA_PORT = 9092
 API_NAMES = {key: api.name for key, api in sorted(API_BY_KEY.items())}
@@ -39,12 +46,11 @@ class _KafkaFrame(Packet):
     @classmethod
     def tcp_reassemble(cls, data: bytes, metadata, session):
         """For scapy's TCPSession: hand back a packet once a whole frame is in."""
-        if len(data) < 4:
+        try:
+            end = frame_end(data, 0, ANY_SIZE)
+        except FrameError:
             return None
-        size = int.from_bytes(data[:4], "big", signed=True)
-        if size < 0 or len(data) < 4 + size:
-            return None
-        return cls(data)
+        return None if end is None else cls(data)
 
 
 class KafkaRequest(_KafkaFrame):
@@ -81,7 +87,8 @@ class KafkaResponse(_KafkaFrame):
 
     def decode_body(self, api_key: int, api_version: int) -> FrameInfo:
         """The response read as the answer to ``api_key`` v``api_version``: error codes included."""
-        return decode_response(bytes(self), api_key, api_version)
+        frame = bytes(self)
+        return read_errors(response_info(frame, api_key, api_version), frame)
 
     def mysummary(self) -> str:
         return self.sprintf("Kafka response corr=%correlation_id%")

@@ -21,6 +21,8 @@ import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker_impl.codec import ANY_SIZE, FrameBuffer
+
 from .transcripts import Frame, read_transcript, split_address
 
 DEFAULT_MSS = 1460
@@ -167,7 +169,7 @@ class _Stream:
 
     def __init__(self) -> None:
         self.next_seq: int | None = None
-        self.buf = b""
+        self.frames = FrameBuffer(ANY_SIZE)
         self.out_of_order: dict[int, tuple[bytes, float]] = {}
 
     def add(self, seq: int, payload: bytes, t: float) -> list[tuple[bytes, float]]:
@@ -175,15 +177,13 @@ class _Stream:
         if self.next_seq is None:
             self.next_seq = seq
         self.out_of_order.setdefault(seq, (payload, t))
-        from .kafka_frames import split_frames
-
         done: list[tuple[bytes, float]] = []
         while self.next_seq in self.out_of_order:
             data, ts = self.out_of_order.pop(self.next_seq)
             self.next_seq = (self.next_seq + len(data)) & 0xFFFFFFFF
-            self.buf += data
-            frames, self.buf = split_frames(self.buf)
-            done.extend((f, ts) for f in frames)
+            self.frames.feed(data)
+            while (frame := self.frames.next_frame()) is not None:
+                done.append((frame, ts))
         # a retransmission of bytes already taken: drop it
         for s in [s for s in self.out_of_order if ((self.next_seq - s) & 0xFFFFFFFF) < 0x80000000]:
             self.out_of_order.pop(s)

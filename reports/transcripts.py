@@ -60,17 +60,16 @@ def read_transcript(path: str | Path) -> list[Frame]:
 
 def frame_line(f: Frame) -> dict:
     """The transcript line for ``f``, with the header fields a reader wants filled in."""
-    from .kafka_frames import api_name  # the codec is only needed when writing
+    from broker_impl.codec import request_info, response_info  # the codec is only needed when writing
 
     line = {"t": round(f.t, 6), "conn": f.conn, "dir": f.dir, "src": f.src, "dst": f.dst,
             "size": len(f.data) - 4}
-    if f.dir == "c2b" and len(f.data) >= 12:
-        key = int.from_bytes(f.data[4:6], "big", signed=True)
-        line.update(api_key=key, api_name=api_name(key),
-                    api_version=int.from_bytes(f.data[6:8], "big", signed=True),
-                    correlation_id=int.from_bytes(f.data[8:12], "big", signed=True))
-    elif len(f.data) >= 8:
-        line["correlation_id"] = int.from_bytes(f.data[4:8], "big", signed=True)
+    info = request_info(f.data) if f.dir == "c2b" else response_info(f.data)
+    if info.api_key is not None:
+        line.update(api_key=info.api_key, api_name=info.api_label, api_version=info.api_version,
+                    correlation_id=info.correlation_id)
+    elif info.correlation_id is not None:
+        line["correlation_id"] = info.correlation_id
     line["data"] = base64.b64encode(f.data).decode("ascii")
     return line
 

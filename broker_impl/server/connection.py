@@ -23,12 +23,12 @@ import trio
 from ..handlers import HANDLERS, Handler
 from ..protocol.codegen import ProtocolError
 from ..protocol.errors import Errors
+from ..protocol.framing import FrameBuffer, FrameError
 from ..protocol.messages import REQUEST_HEADER
 from .context import RequestContext
 
 log = logging.getLogger("kconform.broker.connection")
 
-_LEN = struct.Struct(">i")
 _HDR = struct.Struct(">hhi")
 _CONN_IDS = itertools.count(1)
 _RECV_CHUNK = 1 << 20
@@ -39,36 +39,24 @@ class CloseConnection(Exception):
 
 
 class FrameReader:
-    """Splits a byte stream into Kafka's size-prefixed frames."""
+    """A connection's requests, frame by frame (size prefix included), read as they come."""
 
     def __init__(self, stream: trio.abc.ReceiveStream, max_bytes: int):
         self.stream = stream
-        self.max_bytes = max_bytes
-        self.buf = bytearray()
-
-    async def _fill(self, n: int) -> bool:
-        while len(self.buf) < n:
-            data = await self.stream.receive_some(max(_RECV_CHUNK, n - len(self.buf)))
-            if not data:
-                return False
-            self.buf += data
-        return True
+        self.frames = FrameBuffer(max_bytes)  # socket.request.max.bytes
 
     async def next_frame(self) -> bytes | None:
-        if not await self._fill(4):
-            if self.buf:
-                raise CloseConnection(f"connection closed inside a frame's size ({len(self.buf)} bytes)")
-            return None
-        (size,) = _LEN.unpack_from(self.buf, 0)
-        if size < 0 or size > self.max_bytes:
-            # Kafka: InvalidReceiveException, the connection is closed.
-            raise CloseConnection(f"invalid frame size {size} (socket.request.max.bytes={self.max_bytes})")
-        if not await self._fill(4 + size):
-            raise CloseConnection(f"connection closed inside a frame ({len(self.buf) - 4} of {size} bytes)")
-        # Slicing the bytearray itself would copy the frame twice (bytearray slice, then bytes).
-        with memoryview(self.buf) as view:
-            frame = bytes(view[4:4 + size])
-        del self.buf[:4 + size]
+        """The next request frame; None when the client closed between frames. A size out of
+        range (Kafka: InvalidReceiveException) or a close inside a frame closes the connection."""
+        try:
+            while (frame := self.frames.next_frame()) is None:
+                data = await self.stream.receive_some(_RECV_CHUNK)
+                if not data:
+                    self.frames.check_closed()
+                    return None
+                self.frames.feed(data)
+        except FrameError as exc:
+            raise CloseConnection(str(exc)) from None
         return frame
 
 
@@ -115,9 +103,9 @@ async def serve_connection(broker, stream: trio.SocketStream) -> None:
 
 
 async def _handle_frame(broker, frame: bytes, peer: str, conn_id: int) -> bytes | None:
-    if len(frame) < 8:
-        raise CloseConnection(f"frame of {len(frame)} bytes is shorter than a request header")
-    api_key, version, correlation_id = _HDR.unpack_from(frame, 0)
+    if len(frame) < 12:
+        raise CloseConnection(f"frame of {len(frame) - 4} bytes is shorter than a request header")
+    api_key, version, correlation_id = _HDR.unpack_from(frame, 4)
     handler: Handler | None = HANDLERS.get(api_key)
     if handler is None:
         raise CloseConnection(f"unknown API key {api_key}")
@@ -127,14 +115,14 @@ async def _handle_frame(broker, frame: bytes, peer: str, conn_id: int) -> bytes 
             # Kafka still parses the header, at the header version the (unknown, newer and so
             # flexible) request version implies; a header that does not parse closes the connection.
             try:
-                REQUEST_HEADER.decode(api.request_header_version(version), frame, 0)
+                REQUEST_HEADER.decode(api.request_header_version(version), frame, 4)
             except ProtocolError as exc:
                 raise CloseConnection(f"malformed header of ApiVersions v{version}: {exc}") from None
             return _unsupported_api_versions(correlation_id)
         raise CloseConnection(
             f"unsupported version {version} of {api.name} (supported {handler.min_version}-{handler.max_version})")
     try:
-        header, pos = REQUEST_HEADER.decode(api.request_header_version(version), frame, 0)
+        header, pos = REQUEST_HEADER.decode(api.request_header_version(version), frame, 4)
         req, pos = api.request.decode(version, frame, pos)
     except ProtocolError as exc:
         raise CloseConnection(f"malformed {api.name} v{version} request: {exc}") from None

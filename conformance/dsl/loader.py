@@ -16,7 +16,7 @@ from typing import Any, Iterable
 
 import yaml
 
-from broker_impl.protocol.messages import API
+from broker_impl.codec import API
 
 from ..clients.errors import KAFKA_ERRORS, LOCAL_NAMES
 from ..clients.registry import CLIENTS

@@ -6,10 +6,9 @@ a transcript (docs/results-schema.md, "Transcript line"). See :mod:`.server` for
 cycle and :mod:`.rules` for the rule language.
 """
 
-from .frames import FrameInfo
 from .rules import Match, Rule, RuleError
 from .server import ProxyNode, ProxyServer, parse_address, run_proxy
 from .transcript import Transcript, frame_bytes
 
-__all__ = ["FrameInfo", "Match", "ProxyNode", "ProxyServer", "Rule", "RuleError", "Transcript",
+__all__ = ["Match", "ProxyNode", "ProxyServer", "Rule", "RuleError", "Transcript",
            "frame_bytes", "parse_address", "run_proxy"]

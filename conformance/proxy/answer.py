@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from broker_impl.protocol.errors import Errors
-from broker_impl.protocol.messages import API_BY_KEY
+from broker_impl.codec import API_BY_KEY, Errors
 
 ERROR_FIELD = "error_code"
 

@@ -1,9 +1,11 @@
 """One proxied TCP connection: a client on one side, a broker node on the other.
 
-Two pumps run, one per direction. Each reads large chunks, splits them into Kafka frames,
-names every frame (:mod:`.frames`), records it (:mod:`.transcript`), asks the rule book
-whether a rule acts on it (:mod:`.rules`), and forwards runs of untouched frames with one
-``send_all``: the per-frame cost is a header decode and a dict lookup, never per-byte work.
+Two pumps run, one per direction. Each reads large chunks, splits them into Kafka frames (the
+codec's :class:`~broker_impl.codec.FrameBuffer`), names every frame (the codec's
+:func:`~broker_impl.codec.request_info`; :mod:`.frames` for responses), records it
+(:mod:`.transcript`), asks the rule book whether a rule acts on it (:mod:`.rules`), and forwards
+runs of untouched frames with one ``send_all``: the per-frame cost is a header decode and a dict
+lookup, never per-byte work.
 
 A connection is a stream, so an action on one frame delays every later frame in the same
 direction on that connection (a held Produce request holds the requests pipelined behind it,
@@ -33,8 +35,10 @@ import struct
 
 import trio
 
+from broker_impl.codec import FrameBuffer, FrameError, FrameInfo, request_info, response_info
+
 from .answer import AnswerError
-from .frames import SIZE, FrameInfo, PendingRequests, parse_request
+from .frames import PendingRequests
 from .rules import Hold, Rule
 
 log = logging.getLogger("kconform.proxy")
@@ -150,8 +154,7 @@ class ProxiedConnection:
         return (self.client_addr, self.broker_addr) if direction == "c2b" else (self.broker_addr, self.client_addr)
 
     async def _frames(self, direction: str, src: trio.SocketStream, dst: trio.SocketStream) -> None:
-        limit = self.server.max_frame_bytes
-        buf = bytearray()
+        frames = FrameBuffer(self.server.max_frame_bytes)
         raw = False
         while True:
             try:
@@ -159,39 +162,35 @@ class ProxiedConnection:
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 raise _ReadFailed() from exc
             if not data:
-                if buf:  # the peer closed inside a frame: pass on what it did send
-                    await self._raw(direction, bytes(buf), dst)
+                rest = frames.take_rest()
+                if rest:  # the peer closed inside a frame: pass on what it did send
+                    await self._raw(direction, rest, dst)
                 return
             if raw:
                 await self._raw(direction, data, dst)
                 continue
-            buf += data
+            frames.feed(data)
             if direction == "b2c":
                 async with self._to_client:
-                    raw = await self._chunk(direction, buf, dst, limit)
+                    raw = await self._chunk(direction, frames, dst)
             else:
-                raw = await self._chunk(direction, buf, dst, limit)
+                raw = await self._chunk(direction, frames, dst)
 
-    async def _chunk(self, direction: str, buf: bytearray, dst: trio.SocketStream, limit: int) -> bool:
-        """Handle the whole frames at the start of ``buf`` and consume them; True when the stream
-        stopped being Kafka framing (what was left has been passed on raw)."""
+    async def _chunk(self, direction: str, frames: FrameBuffer, dst: trio.SocketStream) -> bool:
+        """Handle the whole frames ``frames`` holds; True when the stream stopped being Kafka
+        framing (what was left has been passed on raw)."""
         raw = False
         out: list[bytes] = []
-        pos = 0
-        n = len(buf)
-        while n - pos >= 4:
-            (size,) = SIZE.unpack_from(buf, pos)
-            if size < 0 or size > limit:
+        while True:
+            try:
+                frame = frames.next_frame()
+            except FrameError:
                 # Not Kafka framing any more (garbage, or a corrupted size): stop naming
                 # frames on this direction and pass bytes through as they come.
                 raw = True
                 break
-            end = pos + 4 + size
-            if end > n:
+            if frame is None:
                 break
-            with memoryview(buf) as view:  # one copy, and no view left to block del buf[:pos]
-                frame = bytes(view[pos:end])
-            pos = end
             send = await self._frame(direction, frame, dst, out)
             if send is not None:
                 out.append(send)
@@ -200,18 +199,14 @@ class ProxiedConnection:
         if out:
             await _send(dst, out)
         if raw:
-            rest = bytes(buf[pos:])
-            buf.clear()
-            await self._raw(direction, rest, dst, locked=direction == "b2c")
-        else:
-            del buf[:pos]
+            await self._raw(direction, frames.take_rest(), dst, locked=direction == "b2c")
         return raw
 
     async def _frame(self, direction: str, frame: bytes, dst: trio.SocketStream, out: list[bytes]) -> bytes | None:
         """Name, record and apply rules to one frame; returns the bytes to queue, or None."""
         server = self.server
         if direction == "c2b":
-            info: FrameInfo = parse_request(frame)
+            info: FrameInfo = request_info(frame)
         else:
             info = self.pending.answer(frame)
             out += self._injected_frames(self.pending.take_passed())  # queued before this response
@@ -244,8 +239,7 @@ class ProxiedConnection:
                           info.describe(), exc)
                 self.pending.sent(info)
                 return frame
-            self.pending.inject(FrameInfo("b2c", len(answer), info.api_key, info.api_name, info.api_version,
-                                          info.correlation_id, info.client_id), answer, rule_id)
+            self.pending.inject(response_info(answer, info.api_key, info.api_version, info.client_id), answer, rule_id)
             self._injected.set()
             return None
         if action == "delay":

@@ -1,92 +1,17 @@
-"""What the proxy knows about one frame: which API, which version, which correlation id.
+"""Which request each response answers, per proxied connection.
 
-Kafka frames are a 4-byte big-endian size followed by that many bytes. A request starts with
-its header (api key, api version, correlation id, client id; tagged fields in header v2); a
-response starts with the correlation id only. So a response can be named only by remembering,
-per connection, which request carried that correlation id: :class:`PendingRequests` does that.
-
-Decoding stops at the header: the proxy never needs a body, and decoding a 1 MiB Produce body
-per frame would cost more than forwarding it. The one body field read is Produce's ``acks``,
-because an ``acks=0`` Produce is never answered and must not wait for a response forever.
-
-Frames that do not parse (a fault case sending garbage, a corrupt rule upstream of another
-proxy) are still described as far as they go: ``api_name`` is None when the key is unknown.
+A Kafka response carries only its correlation id, so the proxy names it by remembering, per
+connection, the requests it forwarded (:class:`PendingRequests`). Naming a frame itself is the
+codec's (:func:`broker_impl.codec.request_info` / :func:`~broker_impl.codec.response_info`):
+headers only, never a body, since decoding a 1 MiB Produce body per frame would cost more than
+forwarding it.
 """
 
 from __future__ import annotations
 
-import struct
 from collections import OrderedDict
-from dataclasses import dataclass
 
-from broker_impl.protocol.codegen import ProtocolError, read_uvarint
-from broker_impl.protocol.messages import API_BY_KEY, REQUEST_HEADER
-
-SIZE = struct.Struct(">i")
-_KEY_VERSION_CORR = struct.Struct(">hhi")
-_I16 = struct.Struct(">h")
-
-PRODUCE = 0
-
-
-@dataclass(frozen=True)
-class FrameInfo:
-    """One frame as the proxy names it. ``size`` counts the whole frame, 4-byte prefix included."""
-
-    direction: str            # "c2b" request, "b2c" response
-    size: int
-    api_key: int | None = None
-    api_name: str | None = None
-    api_version: int | None = None
-    correlation_id: int | None = None
-    client_id: str | None = None   # a response carries its request's
-    expects_response: bool = True  # False for Produce with acks=0
-
-    def describe(self) -> str:
-        name = self.api_name or (f"api {self.api_key}" if self.api_key is not None else "unknown frame")
-        ver = f" v{self.api_version}" if self.api_version is not None else ""
-        return f"{self.direction} {name}{ver} corr={self.correlation_id} ({self.size} bytes)"
-
-
-def parse_request(frame: bytes) -> FrameInfo:
-    """Name a client->broker frame (``frame`` includes the size prefix)."""
-    size = len(frame)
-    if size < 12:
-        return FrameInfo("c2b", size)
-    api_key, version, corr = _KEY_VERSION_CORR.unpack_from(frame, 4)
-    api = API_BY_KEY.get(api_key)
-    if api is None:
-        return FrameInfo("c2b", size, api_key, None, version, corr)
-    client_id = None
-    expects = True
-    try:
-        header, pos = REQUEST_HEADER.decode(api.request_header_version(version), frame, 4)
-        client_id = header.client_id
-        if api_key == PRODUCE:
-            expects = _produce_acks(frame, pos, api.is_flexible(version)) != 0
-    except (ProtocolError, IndexError, struct.error, UnicodeDecodeError):
-        pass
-    return FrameInfo("c2b", size, api_key, api.name, version, corr, client_id, expects)
-
-
-def _produce_acks(frame: bytes, pos: int, flexible: bool) -> int:
-    """``acks`` of a Produce request; it follows the nullable transactional id (v3+)."""
-    (version,) = _I16.unpack_from(frame, 6)
-    if version >= 3:
-        if flexible:
-            n, pos = read_uvarint(frame, pos)
-            pos += max(n - 1, 0)
-        else:
-            (n,) = _I16.unpack_from(frame, pos)
-            pos += 2 + max(n, 0)
-    (acks,) = _I16.unpack_from(frame, pos)
-    return acks
-
-
-def response_correlation_id(frame: bytes) -> int | None:
-    if len(frame) < 8:
-        return None
-    return SIZE.unpack_from(frame, 4)[0]
+from broker_impl.codec import FrameInfo, response_info
 
 
 class PendingRequests:
@@ -120,17 +45,18 @@ class PendingRequests:
         self._pending[("injected", self._injected)] = (info, frame, tag)
 
     def answer(self, frame: bytes) -> FrameInfo:
-        corr = response_correlation_id(frame)
+        info = response_info(frame)
+        corr = info.correlation_id
         req = self._pending.get(corr) if corr is not None else None
         if not isinstance(req, FrameInfo):
-            return FrameInfo("b2c", len(frame), correlation_id=corr)
+            return info
         while True:
             k, v = self._pending.popitem(last=False)
             if k == corr:
                 break
             if not isinstance(v, FrameInfo):
                 self._ready.append(v)  # injected before this request: it goes out first
-        return FrameInfo("b2c", len(frame), req.api_key, req.api_name, req.api_version, corr, req.client_id)
+        return response_info(frame, req.api_key, req.api_version, req.client_id)
 
     def take_passed(self) -> list[tuple[FrameInfo, bytes, object]]:
         """Injected responses the last :meth:`answer` passed over: they go out before its frame."""

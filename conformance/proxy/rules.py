@@ -60,17 +60,14 @@ from __future__ import annotations
 import itertools
 import random
 import re
-import struct
 import threading
 import time
 from dataclasses import dataclass, field, fields
 from typing import Callable
 
-from broker_impl.protocol.errors import Errors
-from broker_impl.protocol.messages import API, API_BY_KEY
+from broker_impl.codec import API, API_BY_KEY, SIZE, FrameInfo, error_name
 
 from .answer import AnswerError, answerable_versions, can_answer, error_code_of, synthesize_response
-from .frames import FrameInfo
 
 ACTIONS = ("hold", "drop", "delay", "sever", "corrupt", "answer", "pass")
 #: A rule's direction, and the direction a frame crosses the proxy in (FrameInfo.direction).
@@ -83,8 +80,6 @@ CORRUPT_MODES = ("flip", "random")
 SIZE_PREFIXES = ("keep", "huge", "negative")
 #: Matches kept per rule for wait_for_match / matches(); the count goes on beyond this.
 MAX_KEPT_MATCHES = 1000
-
-_SIZE = struct.Struct(">i")
 
 
 class RuleError(ValueError):
@@ -179,7 +174,7 @@ class Rule:
             if v != getattr(defaults, f.name):
                 out["from" if f.name == "source" else f.name] = v
         if self.error is not None:
-            out["error"] = Errors(self.error).name
+            out["error"] = error_name(self.error)
         return out
 
     def selects(self, node_id: int | None, info: FrameInfo) -> bool:
@@ -220,9 +215,9 @@ class Rule:
             rng = random.Random(self.seed)
             buf[start:end] = rng.randbytes(end - start)
         if self.size_prefix == "huge":
-            buf[0:4] = _SIZE.pack(0x7FFFFFFF)
+            buf[0:4] = SIZE.pack(0x7FFFFFFF)
         elif self.size_prefix == "negative":
-            buf[0:4] = _SIZE.pack(-1)
+            buf[0:4] = SIZE.pack(-1)
         return bytes(buf)
 
 

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import IO, Iterator
 
-from .frames import FrameInfo
+from broker_impl.codec import FrameInfo
 
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024
 DEFAULT_MAX_MEMORY_BYTES = 256 * 1024 * 1024

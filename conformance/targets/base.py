@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Callable, ClassVar, Collection, TypeVar
 
-import kafka.errors
+from broker_impl.codec import error_name
 
 from . import wire
 from .admin import create_topics
@@ -51,11 +51,6 @@ def _stop_started_targets() -> None:
             target.stop()
         except Exception:  # best effort at exit; the next target must still be stopped
             log.exception("stopping target %s at exit failed", target.name)
-
-
-def error_name(code: int) -> str:
-    """Kafka's name for an error code (COORDINATOR_NOT_AVAILABLE, ...)."""
-    return getattr(kafka.errors.for_code(code), "message", f"ERROR_{code}")
 
 
 class NotApplicable(Exception):

@@ -9,15 +9,14 @@ librdkafka's AdminClient does not let us choose.
 So: open a TCP connection to exactly the address given, negotiate versions with ApiVersions,
 send one request, read one response, close. No threads, no metadata cache, no retries (callers
 retry with their own deadline, because "not yet" is an expected answer while a cluster
-converges). The project's own codec (broker_impl.protocol) is deliberately not used: the targets
-must keep working while that codec is written, and a second, independent encoder makes a bug in
-either visible.
+converges). The project's own message codec is deliberately not used for the requests and
+responses: a second, independent encoder makes a bug in either visible. Only the framing (a size
+prefix, then the frame) is the project's (``broker_impl.codec.read_frame``), as it is everyone's.
 """
 from __future__ import annotations
 
 import itertools
 import socket
-import struct
 from dataclasses import dataclass, field
 
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
@@ -27,6 +26,8 @@ from kafka.protocol.metadata.find_coordinator import (
     FindCoordinatorResponse,
 )
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
+
+from broker_impl.codec import FrameError, read_frame
 
 CLIENT_ID = "kconform-target"
 #: Kafka's UNSUPPORTED_VERSION error code (ApiVersions answers it in v0 layout).
@@ -96,17 +97,6 @@ class ClusterMetadata:
     topics: dict[str, TopicMetadata]
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    chunks = []
-    while n:
-        chunk = sock.recv(n)
-        if not chunk:
-            raise WireError("connection closed by the node before the response was complete")
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
-
-
 def _round_trip(address: tuple[str, int], request, response_cls, version: int, timeout: float):
     """Send one framed request at `version` and decode its response (header included)."""
     request.with_header(correlation_id=next(_correlation_ids), client_id=CLIENT_ID)
@@ -115,11 +105,12 @@ def _round_trip(address: tuple[str, int], request, response_cls, version: int, t
         with socket.create_connection(address, timeout=timeout) as sock:
             sock.settimeout(timeout)
             sock.sendall(payload)
-            (size,) = struct.unpack(">i", _recv_exact(sock, 4))
-            body = _recv_exact(sock, size)
-    except OSError as exc:  # refused, reset, timed out
+            frame = read_frame(sock)
+    except (OSError, FrameError) as exc:  # refused, reset, timed out, cut short
         raise WireError(f"{address[0]}:{address[1]}: {exc}") from exc
-    return response_cls.decode(body, version=version, header=True)
+    if frame is None:
+        raise WireError(f"{address[0]}:{address[1]}: connection closed by the node before the response was complete")
+    return response_cls.decode(frame[4:], version=version, header=True)
 
 
 def api_versions(address: tuple[str, int], timeout: float = 5.0) -> ApiVersions:

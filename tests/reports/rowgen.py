@@ -3,7 +3,7 @@
 The rows follow docs/results-schema.md: 35 transaction cases from the
 scenario catalogue, three targets (Apache Kafka as the reference, the
 embedded broker, Tansu) and three clients. Transcripts hold real Kafka
-frames encoded with ``broker_impl.protocol`` (the same bytes a client and
+frames encoded with ``broker_impl.codec`` (the same bytes a client and
 broker exchange), so pcap and transcript tests read real protocol.
 
 Outcomes are made the way the runner makes them: each target's outcome is
@@ -20,7 +20,7 @@ import random
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from broker_impl.protocol.messages import API
+from broker_impl.codec import API
 from reports.transcripts import Frame, write_transcript
 
 CASES: list[tuple[str, str, list[str]]] = [

@@ -4,9 +4,8 @@ must send exactly the bytes they choose (bad frames, replayed batches)."""
 from __future__ import annotations
 
 import socket
-import struct
 
-from broker_impl.protocol.messages import API, RESPONSE_HEADER
+from broker_impl.codec import API, RESPONSE_HEADER, FrameError, read_frame
 
 
 class RawConnection:
@@ -28,24 +27,12 @@ class RawConnection:
         self.sock.sendall(data)
 
     def recv_frame(self) -> bytes | None:
-        """One response frame, or None when the broker closed the connection."""
-        head = self._recv_exact(4)
-        if head is None:
+        """One response frame without its size prefix, or None when the broker closed the connection."""
+        try:
+            frame = read_frame(self.sock)
+        except (ConnectionResetError, FrameError):
             return None
-        (n,) = struct.unpack(">i", head)
-        return self._recv_exact(n)
-
-    def _recv_exact(self, n: int) -> bytes | None:
-        buf = b""
-        while len(buf) < n:
-            try:
-                chunk = self.sock.recv(n - len(buf))
-            except ConnectionResetError:
-                return None
-            if not chunk:
-                return None
-            buf += chunk
-        return buf
+        return None if frame is None else frame[4:]
 
     def encode_request(self, api_name: str, version: int, body) -> bytes:
         api = API[api_name]

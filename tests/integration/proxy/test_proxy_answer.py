@@ -9,7 +9,7 @@ import struct
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from broker_impl.protocol.messages import API, RESPONSE_HEADER
+from broker_impl.codec import API, RESPONSE_HEADER
 
 from ..broker.rawclient import RawConnection
 

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from broker_impl.protocol.messages import API, RESPONSE_HEADER
+from broker_impl.codec import API, RESPONSE_HEADER
 from conformance.proxy import run_proxy
 
 from .helpers import high_watermark, produce, produce_kafka_python, read_partition

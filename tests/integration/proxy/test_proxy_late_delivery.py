@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from broker_impl.protocol.messages import API
+from broker_impl.codec import API
 
 from ..broker.rawclient import RawConnection
 from .helpers import wait_for_events

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from broker_impl.protocol.messages import API
+from broker_impl.codec import API
 
 from ..broker.rawclient import RawConnection
 from .helpers import produce, wait_for_events

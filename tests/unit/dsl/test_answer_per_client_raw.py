@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from broker_impl.protocol.messages import API, REQUEST_HEADER
+from broker_impl.codec import API, REQUEST_HEADER
 from conformance.dsl import CaseError, load_case
 from conformance.dsl.model import Expect
 from conformance.runner.checks import data_matches, evaluate, expect_matches, unspecified_check

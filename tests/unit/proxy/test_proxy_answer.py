@@ -8,18 +8,14 @@ import struct
 
 import pytest
 
-from broker_impl.protocol.messages import API, REQUEST_HEADER, RESPONSE_HEADER
+from broker_impl.codec import API, RESPONSE_HEADER, request_info
 from conformance.proxy.answer import AnswerError, answerable_versions, can_answer, error_code_of, synthesize_response
-from conformance.proxy.frames import PendingRequests, parse_request
+from conformance.proxy.frames import PendingRequests
 from conformance.proxy.rules import Rule, RuleBook, RuleError
 
 
 def request_frame(api_name: str, version: int, corr: int, body) -> bytes:
-    api = API[api_name]
-    hdr = REQUEST_HEADER.cls(request_api_key=api.key, request_api_version=version, correlation_id=corr,
-                             client_id="cli")
-    payload = REQUEST_HEADER.encode(api.request_header_version(version), hdr) + api.request.encode(version, body)
-    return struct.pack(">i", len(payload)) + payload
+    return API[api_name].request_frame(version, corr, "cli", body)
 
 
 def response_frame(corr: int, body: bytes = b"\x00\x00") -> bytes:
@@ -92,8 +88,8 @@ def test_answer_rule_selects_only_answerable_versions():
     book = RuleBook()
     rid = book.add({"api": "AddPartitionsToTxn", "action": "answer", "error": "NOT_COORDINATOR"})
     R = API["AddPartitionsToTxn"].Request
-    v3 = parse_request(request_frame("AddPartitionsToTxn", 3, 1, R(v3_and_below_transactional_id="t")))
-    v4 = parse_request(request_frame("AddPartitionsToTxn", 4, 2, R(transactions=[])))
+    v3 = request_info(request_frame("AddPartitionsToTxn", 3, 1, R(v3_and_below_transactional_id="t")))
+    v4 = request_info(request_frame("AddPartitionsToTxn", 4, 2, R(transactions=[])))
     assert book.decide(1, 1, v3, 0) is None and book.counts(rid) == (0, 0)
     decided = book.decide(1, 1, v4, 0)
     assert decided is not None and decided[0] == rid
@@ -107,7 +103,7 @@ def _endtxn(corr: int) -> bytes:
 
 def test_injected_responses_wait_for_the_responses_before_them():
     pending = PendingRequests()
-    first, second, third = (parse_request(_endtxn(c)) for c in (1, 2, 3))
+    first, second, third = (request_info(_endtxn(c)) for c in (1, 2, 3))
     pending.sent(first)
     pending.inject(second, b"synth-2", "rule")        # request 2 answered by the proxy
     pending.sent(third)
@@ -121,7 +117,7 @@ def test_injected_responses_wait_for_the_responses_before_them():
 
 def test_injected_response_passed_over_goes_before_the_later_response():
     pending = PendingRequests()
-    first, second, third = (parse_request(_endtxn(c)) for c in (1, 2, 3))
+    first, second, third = (request_info(_endtxn(c)) for c in (1, 2, 3))
     pending.sent(first)
     pending.inject(second, b"synth-2")
     pending.sent(third)
@@ -133,6 +129,6 @@ def test_injected_response_passed_over_goes_before_the_later_response():
 
 def test_injected_response_with_nothing_pending_is_ready_at_once():
     pending = PendingRequests()
-    info = parse_request(_endtxn(9))
+    info = request_info(_endtxn(9))
     pending.inject(info, b"x")
     assert pending.take_ready() == [(info, b"x", None)] and len(pending) == 0

@@ -12,18 +12,14 @@ import time
 
 import pytest
 
-from broker_impl.protocol.messages import API, REQUEST_HEADER
-from conformance.proxy.frames import PendingRequests, parse_request
+from broker_impl.codec import API, request_info
+from conformance.proxy.frames import PendingRequests
 from conformance.proxy.rules import Rule, RuleBook, RuleError
 from conformance.proxy.transcript import Transcript
 
 
 def request_frame(api_name: str, version: int, corr: int, body, client_id: str | None = "cli") -> bytes:
-    api = API[api_name]
-    hdr = REQUEST_HEADER.cls(request_api_key=api.key, request_api_version=version, correlation_id=corr,
-                             client_id=client_id)
-    payload = REQUEST_HEADER.encode(api.request_header_version(version), hdr) + api.request.encode(version, body)
-    return struct.pack(">i", len(payload)) + payload
+    return API[api_name].request_frame(version, corr, client_id, body)
 
 
 def response_frame(corr: int, body: bytes = b"\x00\x00") -> bytes:
@@ -41,7 +37,7 @@ def produce(version: int, acks: int, txn: str | None = None) -> bytes:
 @pytest.mark.parametrize("txn", [None, "txn-a"])
 @pytest.mark.parametrize("acks,expects", [(0, False), (1, True), (-1, True)])
 def test_produce_acks_decides_whether_an_answer_comes(version, txn, acks, expects):
-    info = parse_request(produce(version, acks, txn))
+    info = request_info(produce(version, acks, txn))
     assert (info.api_name, info.api_version, info.correlation_id, info.client_id) == ("Produce", version, 11, "cli")
     assert info.expects_response is expects
 
@@ -49,7 +45,7 @@ def test_produce_acks_decides_whether_an_answer_comes(version, txn, acks, expect
 def test_flexible_header_request_is_named():
     R = API["ApiVersions"].Request
     frame = request_frame("ApiVersions", 3, 5, R(client_software_name="x", client_software_version="1"), "rdkafka")
-    info = parse_request(frame)
+    info = request_info(frame)
     assert (info.api_key, info.api_name, info.api_version, info.correlation_id, info.client_id) == \
         (18, "ApiVersions", 3, 5, "rdkafka")
     assert info.size == len(frame)
@@ -57,20 +53,20 @@ def test_flexible_header_request_is_named():
 
 def test_unknown_api_and_short_frames_are_described_not_raised():
     garbage = struct.pack(">ihhi", 8, 999, 0, 3)
-    info = parse_request(garbage)
+    info = request_info(garbage)
     assert (info.api_key, info.api_name, info.correlation_id) == (999, None, 3)
-    assert parse_request(b"\x00\x00\x00\x02ab").api_key is None
+    assert request_info(b"\x00\x00\x00\x02ab").api_key is None
     truncated = produce(9, 1)[:14]  # header cut in the middle of the client id
-    assert parse_request(truncated).api_name == "Produce"
+    assert request_info(truncated).api_name == "Produce"
 
 
 def test_responses_are_named_by_their_request_in_order():
     pending = PendingRequests()
-    pending.sent(parse_request(produce(9, 0)))          # acks=0: never answered, not remembered
+    pending.sent(request_info(produce(9, 0)))          # acks=0: never answered, not remembered
     R = API["Metadata"].Request
-    pending.sent(parse_request(request_frame("Metadata", 12, 1, R(topics=None))))
-    pending.sent(parse_request(request_frame("Metadata", 12, 2, R(topics=None))))
-    pending.sent(parse_request(request_frame("Metadata", 12, 3, R(topics=None))))
+    pending.sent(request_info(request_frame("Metadata", 12, 1, R(topics=None))))
+    pending.sent(request_info(request_frame("Metadata", 12, 2, R(topics=None))))
+    pending.sent(request_info(request_frame("Metadata", 12, 3, R(topics=None))))
     assert len(pending) == 3
     unknown = pending.answer(response_frame(77))
     assert (unknown.api_name, unknown.correlation_id) == (None, 77) and len(pending) == 3
@@ -135,32 +131,32 @@ def test_rulebook_one_action_per_frame_lowest_id_wins_and_everyone_counts():
     observe = book.add({"api": "Produce", "action": "pass", "every": True})
     first = book.add({"api": "Produce", "action": "delay", "delay_ms": 1})
     second = book.add({"api": "Produce", "action": "drop"})
-    req = parse_request(produce(9, 1))
+    req = request_info(produce(9, 1))
     decided = book.decide(1, 7, req, 0.0)
     assert decided is not None and decided[0] == first
     assert book.counts(observe) == (1, 1) and book.counts(first) == (1, 1) and book.counts(second) == (1, 0)
     assert book.decide(1, 7, req, 0.1) is None  # nobody's nth any more; "pass" never acts
     assert book.counts(observe) == (2, 2)
-    other = parse_request(request_frame("Metadata", 12, 1, API["Metadata"].Request(topics=None)))
+    other = request_info(request_frame("Metadata", 12, 1, API["Metadata"].Request(topics=None)))
     assert book.decide(1, 7, other, 0.2) is None and book.counts(observe)[0] == 2
 
 
 def test_rulebook_node_and_client_filters():
     book = RuleBook()
     rid = book.add({"api": "Produce", "action": "drop", "node": 2, "client_id": "p1"})
-    assert book.decide(1, 1, parse_request(produce(9, 1)), 0) is None         # node 1, client "cli"
+    assert book.decide(1, 1, request_info(produce(9, 1)), 0) is None         # node 1, client "cli"
     f = produce(9, 1)
-    assert book.decide(2, 1, parse_request(f), 0) is None                       # node 2, wrong client
+    assert book.decide(2, 1, request_info(f), 0) is None                       # node 2, wrong client
     R = API["Produce"].Request
     mine = request_frame("Produce", 9, 4, R(transactional_id=None, acks=1, timeout_ms=1, topic_data=[]), "p1")
-    assert book.decide(2, 1, parse_request(mine), 0) == (rid, book.rule(rid), None)
+    assert book.decide(2, 1, request_info(mine), 0) == (rid, book.rule(rid), None)
 
 
 def test_wait_for_match_from_another_thread():
     book = RuleBook()
     rid = book.add({"api": "Produce", "action": "hold"})
     assert book.wait_for_match(rid, timeout=0.05) is None
-    threading.Timer(0.1, lambda: book.decide(3, 9, parse_request(produce(9, 1)), 1.5)).start()
+    threading.Timer(0.1, lambda: book.decide(3, 9, request_info(produce(9, 1)), 1.5)).start()
     m = book.wait_for_match(rid, timeout=10)
     assert m is not None and (m.node, m.conn, m.api_name, m.correlation_id, m.acted) == (3, 9, "Produce", 11, True)
     # The held frame is registered before the waiter wakes: a release right away finds it.
@@ -174,7 +170,7 @@ def test_wait_for_match_from_another_thread():
 def test_transcript_caps_each_frame_and_total_memory(tmp_path):
     t = Transcript(tmp_path / "t.jsonl", max_frame_bytes=100, max_memory_bytes=1000)
     big = produce(9, 1) + b"x" * 500
-    info = parse_request(big)
+    info = request_info(big)
     for _ in range(10):
         t.record(conn=1, node=1, src="a:1", dst="b:2", info=info, data=big)
     lines = t.lines()
@@ -191,7 +187,7 @@ def test_transcript_caps_each_frame_and_total_memory(tmp_path):
 
 def test_transcript_restart_starts_a_new_case():
     t = Transcript()
-    t.record(conn=1, node=1, src="a", dst="b", info=parse_request(produce(9, 1)), data=produce(9, 1))
+    t.record(conn=1, node=1, src="a", dst="b", info=request_info(produce(9, 1)), data=produce(9, 1))
     time.sleep(0.01)
     t.restart()
     assert len(t) == 0 and t.now() < 5

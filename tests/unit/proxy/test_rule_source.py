@@ -11,9 +11,9 @@ import textwrap
 
 import pytest
 
-from broker_impl.protocol.messages import API, REQUEST_HEADER
+from broker_impl.codec import API, FrameInfo, request_info
 from conformance.dsl import CaseError, load_case
-from conformance.proxy.frames import FrameInfo, PendingRequests, parse_request
+from conformance.proxy.frames import PendingRequests
 from conformance.proxy.rules import Rule, RuleBook, RuleError, source_of
 from conformance.runner.proxying import ProxyFront
 from conformance.targets.base import NotApplicable
@@ -25,21 +25,13 @@ CLIENT_IDS = ["rdkafka", "producer-1", "consumer-app-1", "my-client-1", "broker-
 
 
 def fetch_request(client_id: str | None, corr: int = 1) -> bytes:
-    api = API["Fetch"]
-    version = 12
-    parts: list[bytes] = []
-    REQUEST_HEADER.encode_into(api.request_header_version(version),
-                               REQUEST_HEADER.cls(request_api_key=1, request_api_version=version,
-                                                  correlation_id=corr, client_id=client_id), parts.append)
-    api.request.encode_into(version, api.Request(), parts.append)
-    body = b"".join(parts)
-    return len(body).to_bytes(4, "big") + body
+    return API["Fetch"].request_frame(12, corr, client_id, API["Fetch"].Request())
 
 
 @pytest.mark.parametrize("cid", KAFKA_INTER_BROKER_IDS)
 def test_kafkas_inter_broker_clients_are_brokers(cid):
     assert source_of(cid) == "broker"
-    assert parse_request(fetch_request(cid)).client_id == cid
+    assert request_info(fetch_request(cid)).client_id == cid
 
 
 @pytest.mark.parametrize("cid", CLIENT_IDS)
@@ -50,8 +42,8 @@ def test_everything_else_is_a_client(cid):
 def test_from_broker_selects_replica_fetches_and_their_responses_only():
     book = RuleBook()
     rid = book.add({"api": "Fetch", "direction": "request", "from": "broker", "action": "drop", "every": True})
-    client = parse_request(fetch_request("rdkafka", 1))
-    follower = parse_request(fetch_request("broker-2-fetcher-0", 2))
+    client = request_info(fetch_request("rdkafka", 1))
+    follower = request_info(fetch_request("broker-2-fetcher-0", 2))
     assert book.decide(1, 1, client, 0.0) is None
     assert book.decide(1, 2, follower, 0.0) == (rid, book.rule(rid), None)
     assert book.counts(rid) == (1, 1)
@@ -60,7 +52,7 @@ def test_from_broker_selects_replica_fetches_and_their_responses_only():
     resp_rule = book.add({"api": "Fetch", "direction": "response", "from": "client", "action": "pass"})
     pending = PendingRequests()
     pending.sent(follower)
-    pending.sent(parse_request(fetch_request("rdkafka", 3)))
+    pending.sent(request_info(fetch_request("rdkafka", 3)))
     to_follower = pending.answer((8).to_bytes(4, "big") + (2).to_bytes(4, "big") + b"\0" * 4)
     to_client = pending.answer((8).to_bytes(4, "big") + (3).to_bytes(4, "big") + b"\0" * 4)
     assert (to_follower.client_id, to_client.client_id) == ("broker-2-fetcher-0", "rdkafka")

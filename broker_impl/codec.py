@@ -1,0 +1,36 @@
+"""The Kafka codec as the rest of kconform uses it: the one module conformance/, reports/ and
+bench/ import from broker_impl (besides starting the broker).
+
+Why one door: the codec (generated from Kafka's JSON schemas), the error table, framing and
+frame naming live in broker_impl/protocol/ because the broker needs them, and their module
+layout is the broker's business. Outsiders see only the names below, so that layout can change
+without touching the proxy, the runner or the reports.
+
+- the APIs: ``API[name]`` / ``API_BY_KEY[key]`` (:class:`Api`: request/response codecs, versions,
+  ``request_frame`` / ``response_frame`` for whole frames), ``REQUEST_HEADER`` / ``RESPONSE_HEADER``;
+- record batches: ``build_batch`` (the v2 batch a Produce request carries);
+- errors: ``ERROR_TABLE`` (Kafka's table: code, name, Java exception, retriable), the ``Errors``
+  enum made from it, ``error_name(code)`` / ``error_code(name)``; ``ProtocolError`` for bytes
+  that do not follow the schema;
+- framing: ``read_frame`` (one frame off a blocking socket), ``FrameBuffer`` (a stream cut into
+  frames), ``frame_end``, ``FrameError``, ``SIZE``, ``MAX_FRAME_BYTES``, ``ANY_SIZE``;
+- naming frames: ``FrameInfo``, ``request_info`` / ``response_info`` (headers only),
+  ``read_errors`` (a response's error codes), ``ConnectionDecoder`` (a recorded connection).
+"""
+
+from __future__ import annotations
+
+from .log.records import build_batch
+from .protocol.codegen import ProtocolError
+from .protocol.errors import ERROR_TABLE, ErrorSpec, Errors, error_code, error_name
+from .protocol.frame_info import ConnectionDecoder, FrameInfo, read_errors, request_info, response_info
+from .protocol.framing import ANY_SIZE, MAX_FRAME_BYTES, SIZE, FrameBuffer, FrameError, frame_end, read_frame
+from .protocol.messages import API, API_BY_KEY, REQUEST_HEADER, RESPONSE_HEADER, Api
+
+__all__ = [
+    "API", "API_BY_KEY", "Api", "REQUEST_HEADER", "RESPONSE_HEADER",
+    "build_batch",
+    "ERROR_TABLE", "ErrorSpec", "Errors", "error_code", "error_name", "ProtocolError",
+    "ANY_SIZE", "MAX_FRAME_BYTES", "SIZE", "FrameBuffer", "FrameError", "frame_end", "read_frame",
+    "ConnectionDecoder", "FrameInfo", "read_errors", "request_info", "response_info",
+]
