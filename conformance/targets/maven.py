@@ -8,17 +8,17 @@ builds the `java` command line itself.
 The one thing the POM does not bring is an SLF4J binding (the tarball ships one), without which
 the broker logs nothing; we add the log4j binding that matches the log4j-core Kafka depends on.
 
-Resolution happens once per version, under a file lock (two test processes may race), into a
-temporary directory renamed into place, so a half-copied lib/ is never used.
+Resolution happens once per version with conformance/buildcache's `once` (one file lock, so two
+test processes do not race; a stamp written only when lib/ is complete, so a half-copied lib/ is
+never used). Maven's output goes to build.log in the release's directory.
 """
 from __future__ import annotations
 
-import fcntl
-import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
+
+from .. import buildcache
 
 #: Newest 4.x release whose full dependency tree resolves from Maven Central (checked with
 #: versions-maven-plugin: 4.4.0 is listed in kafka_2.13's metadata but its kafka-tools-api
@@ -26,21 +26,16 @@ from pathlib import Path
 DEFAULT_KAFKA_VERSION = "4.3.1"
 SCALA_BINARY = "2.13"
 INSTALL_HINT = "apt-get install openjdk-17-jre-headless maven"
-_MARKER = ".complete"
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("KCONFORM_CACHE", Path.home() / ".cache" / "kconform"))
 
 
 def kafka_home(version: str) -> Path:
-    return cache_root() / f"kafka-{version}"
+    return buildcache.cache_root() / f"kafka-{version}"
 
 
 def cached_lib(version: str) -> Path | None:
     """The lib/ directory of a completely resolved release, or None."""
     home = kafka_home(version)
-    if (home / _MARKER).exists() and (home / "lib").is_dir():
+    if (home / buildcache.STAMP).exists() and (home / "lib").is_dir():
         return home / "lib"
     return None
 
@@ -65,20 +60,9 @@ def _pom(version: str) -> str:
 
 
 def _mvn(args: list[str], cwd: Path, timeout: float) -> None:
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise FileNotFoundError(f"`mvn` is not installed; install it with: {INSTALL_HINT}")
-    proc = subprocess.run(
-        [mvn, "-B", "-q", *args],
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-15:])
-        raise RuntimeError(f"mvn {' '.join(args[:1])} failed (exit {proc.returncode}):\n{tail}")
+    if shutil.which("mvn") is None:
+        raise buildcache.BuildError(f"`mvn` is not installed; install it with: {INSTALL_HINT}")
+    buildcache.run_logged(["mvn", "-B", "-q", *args], cwd, None, timeout, f"mvn {args[0]}")
 
 
 def _jar_version(lib: Path, artifact: str) -> str | None:
@@ -92,49 +76,22 @@ def _jar_version(lib: Path, artifact: str) -> str | None:
 
 def resolve_kafka(version: str = DEFAULT_KAFKA_VERSION, timeout: float = 900.0) -> Path:
     """Return the lib/ directory holding kafka_2.13-<version>.jar and its runtime classpath."""
-    lib = cached_lib(version)
-    if lib is not None:
-        return lib
-    home = kafka_home(version)
-    home.mkdir(parents=True, exist_ok=True)
-    with open(home / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        lib = cached_lib(version)
-        if lib is not None:
-            return lib
-        (home / "pom.xml").write_text(_pom(version))
-        staging = home / "lib.tmp"
-        shutil.rmtree(staging, ignore_errors=True)
-        _mvn(
-            [
-                "dependency:copy-dependencies",
-                "-DincludeScope=runtime",
-                f"-DoutputDirectory={staging}",
-            ],
-            home,
-            timeout,
-        )
-        if not (staging / f"kafka_{SCALA_BINARY}-{version}.jar").exists():
-            raise RuntimeError(f"Maven resolved no kafka_{SCALA_BINARY}-{version}.jar into {staging}")
-        log4j = _jar_version(staging, "log4j-core")
-        slf4j = _jar_version(staging, "slf4j-api") or "1"
-        if log4j:
-            # slf4j 1.x binds through log4j-slf4j-impl, slf4j 2.x through log4j-slf4j2-impl.
-            binding = "log4j-slf4j2-impl" if slf4j.split(".")[0] == "2" else "log4j-slf4j-impl"
-            _mvn(
-                [
-                    "dependency:copy",
-                    f"-Dartifact=org.apache.logging.log4j:{binding}:{log4j}",
-                    f"-DoutputDirectory={staging}",
-                ],
-                home,
-                timeout,
-            )
-        final = home / "lib"
-        shutil.rmtree(final, ignore_errors=True)
-        staging.rename(final)
-        (home / _MARKER).write_text(version + "\n")
-        return final
+    return buildcache.once(kafka_home(version), lambda home: _resolve_into(home, version, timeout)) / "lib"
+
+
+def _resolve_into(home: Path, version: str, timeout: float) -> None:
+    (home / "pom.xml").write_text(_pom(version))
+    lib = home / "lib"
+    _mvn(["dependency:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={lib}"], home, timeout)
+    if not (lib / f"kafka_{SCALA_BINARY}-{version}.jar").exists():
+        raise buildcache.BuildError(f"Maven resolved no kafka_{SCALA_BINARY}-{version}.jar into {lib}")
+    log4j = _jar_version(lib, "log4j-core")
+    slf4j = _jar_version(lib, "slf4j-api") or "1"
+    if log4j:
+        # slf4j 1.x binds through log4j-slf4j-impl, slf4j 2.x through log4j-slf4j2-impl.
+        binding = "log4j-slf4j2-impl" if slf4j.split(".")[0] == "2" else "log4j-slf4j-impl"
+        _mvn(["dependency:copy", f"-Dartifact=org.apache.logging.log4j:{binding}:{log4j}",
+              f"-DoutputDirectory={lib}"], home, timeout)
 
 
 def directory_size(path: Path) -> int:
