@@ -22,6 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..dsl.model import ProxyRule
+from ..targets import split_name, target_class
 from ..targets.base import NotApplicable
 
 DIRECTIONS = {"request": "c2b", "response": "b2c"}
@@ -47,10 +48,11 @@ def proxy_module():
 
 def can_front(target_name: str, nodes: int) -> str | None:
     """None when the proxy can stand in front of this target, else the reason it cannot."""
-    if target_name not in ADVERTISING_TARGETS:
+    base = split_name(target_name)[0]  # apache-kafka@3.9.1 is apache-kafka
+    if base not in ADVERTISING_TARGETS:
         return (f"target {target_name!r} cannot advertise the proxy's address (no advertised.listeners "
                 "broker config), so clients would bypass the proxy after Metadata")
-    if nodes != 1 and target_name not in PER_NODE_TARGETS:
+    if nodes != 1 and base not in PER_NODE_TARGETS:
         cls = _target_class(target_name)
         if cls is not None and "multi_node" not in cls.static_capabilities:
             return f"target {target_name!r} runs one node; the case needs {nodes}"
@@ -64,9 +66,10 @@ def can_front(target_name: str, nodes: int) -> str | None:
 
 
 def _target_class(name: str):
-    from ..targets import TARGETS
-
-    return TARGETS.get(name)
+    try:
+        return target_class(name)
+    except KeyError:
+        return None
 
 
 class ProxyFront:

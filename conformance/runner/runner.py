@@ -29,7 +29,7 @@ from typing import Callable, Iterable
 
 from conformance.clients.registry import CLIENTS
 from conformance.compare import normalise_outcome, structural_diff
-from conformance.targets import TARGETS, NotApplicable, Target, TopicSpec, Topology, make_target
+from conformance.targets import NotApplicable, Target, TopicSpec, Topology, make_target, split_name, target_class
 from conformance.targets.base import TargetUnavailable
 
 from ..dsl.model import Case
@@ -109,7 +109,7 @@ class TargetSlot:
 
     def acquire(self, case: Case, broker_configs: dict[str, str], want_proxy: bool, fresh: bool) -> tuple[Target, str]:
         key = (case.topology.nodes, case.topology.controller, tuple(sorted(broker_configs.items())), want_proxy)
-        reusable = (not fresh and self.name in REUSABLE_TARGETS and self.target is not None
+        reusable = (not fresh and split_name(self.name)[0] in REUSABLE_TARGETS and self.target is not None
                     and self.key == key and not self.dirty and not self.target.down)
         if reusable:
             return self.target, self.bootstrap
@@ -180,7 +180,7 @@ def run_one(case: Case, slot: TargetSlot, client: str, ctx: RowContext, fresh: b
         missing_clients = [c for c in case.pinned_clients() if not CLIENTS[c].availability()[0]]
         if missing_clients:
             raise NotApplicable(f"the case pins client(s) {missing_clients}, not available here")
-        cls_caps = TARGETS[slot.name].static_capabilities
+        cls_caps = target_class(slot.name).static_capabilities
         # fault_points: plan_broker_configs below says precisely why a point cannot be realised
         static_needs = case.needed_capabilities() - {"transactions", "describe_transactions", "list_transactions",
                                                      "describe_producers", "multi_node", "fault_points"}
@@ -264,7 +264,7 @@ def run_one(case: Case, slot: TargetSlot, client: str, ctx: RowContext, fresh: b
         drivers = sorted(str(art_rel / p.name) for p in art.glob("*.log") if not p.name.startswith("broker-"))
         if drivers:
             row["artifacts"]["driver_logs"] = drivers
-        if slot.name not in REUSABLE_TARGETS or fresh or slot.dirty:
+        if split_name(slot.name)[0] not in REUSABLE_TARGETS or fresh or slot.dirty:
             slot.release()
     row["duration_s"] = round(time.monotonic() - t0, 3)
     _attach_diff(row, ctx)
@@ -351,7 +351,7 @@ def run(opts: RunOptions, on_row: Callable[[dict, int, int], None] | None = None
 def _order_for_reuse(cases: Iterable[Case], target: str) -> list[Case]:
     """On reusable targets, cases with the same topology size and configs run back to back."""
     cases = list(cases)
-    if target not in REUSABLE_TARGETS:
+    if split_name(target)[0] not in REUSABLE_TARGETS:
         return cases
     return sorted(cases, key=lambda c: (c.topology.nodes, sorted(c.topology.broker_configs.items()),
                                         bool(c.faults())))

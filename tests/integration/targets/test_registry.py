@@ -65,3 +65,16 @@ def test_parse_bootstrap():
     assert parse_bootstrap("127.0.0.1:9092, localhost:9093") == [("127.0.0.1", 9092), ("localhost", 9093)]
     with pytest.raises(ValueError):
         parse_bootstrap("no-port")
+
+
+def test_run_cli_accepts_name_at_version_and_rejects_the_rest(tmp_path, capsys):
+    from conformance.cli import main
+
+    args = ["run", "--client", "confluent", "--results", str(tmp_path), "--no-progress"]
+    assert main([*args, "--target", "redpanda"]) == 2
+    assert "unknown target 'redpanda'" in capsys.readouterr().err
+    assert main([*args, "--target", "tansu@0.6.0"]) == 2
+    assert "no releases to choose from" in capsys.readouterr().err
+    # A known NAME@VERSION passes validation; with no matching case the run stops there.
+    assert main([*args, "--target", "apache-kafka@3.9.1", "--case", "no/such-case"]) == 2
+    assert "no case matches" in capsys.readouterr().err
