@@ -129,7 +129,8 @@ class KfakeTarget(LocalProcessTarget):
         md = wait_until("kfake Metadata", lambda: wire.metadata((host, port), []), self.ready_timeout)
         if sorted(md.brokers.values()) != sorted(ports):
             raise TargetStartError(f"kfake's Metadata lists {md.brokers}, but it listens on {ports}")
-        self.addresses = dict(sorted(md.brokers.items()))
+        # In place: the proxy follows this very dict (runner/proxying.ProxyFront.follow).
+        self.addresses.update(sorted(md.brokers.items()))
         self.procs = {min(self.addresses): self.procs.pop(-1)}
 
     def _await_ready(self, proc: NodeProcess) -> list[tuple[str, int]]:

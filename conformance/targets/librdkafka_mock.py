@@ -136,7 +136,8 @@ class LibrdkafkaMockTarget(LocalProcessTarget):
         if not seeds:
             raise TargetStartError(f"the mock host announced no bootstrap address: {lines}")
         md = wait_until("mock Metadata", lambda: wire.metadata(seeds[0], []), self.ready_timeout)
-        self.addresses = dict(sorted(md.brokers.items()))
+        # In place: the proxy follows this very dict (runner/proxying.ProxyFront.follow).
+        self.addresses.update(sorted(md.brokers.items()))
         self.procs = {min(self.addresses): self.procs.pop(-1)}
         self._apply_configs(broker_configs)
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from conformance.targets import Target, TopicSpec, wire
+from conformance.targets import Target, TopicSpec, Topology, wire
 
 
 #: librdkafka's connection errors while a node is down are expected here: keep them off stderr.
@@ -137,3 +137,14 @@ def assert_all_ended(pids: list[int]) -> None:
         except ProcessLookupError:
             continue
         raise AssertionError(f"process {pid} still exists after stop()")
+
+
+def check_addresses_filled_in_place(target: Target, workdir, nodes: int) -> None:
+    """The proxy follows target.addresses as the dict it was before start (it is started before
+    the target): start() must fill that very dict, never bind a new one."""
+    followed = target.addresses
+    try:
+        target.start(Topology(nodes=nodes), {}, workdir)
+        assert followed is target.addresses and len(followed) == nodes
+    finally:
+        target.stop()

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from conformance.targets import KfakeTarget, NotApplicable, TopicSpec, Topology, wire
-from targets_helpers import assert_all_ended, check_contract, pids_of, producer, produce, read_partitions
+from targets_helpers import (assert_all_ended, check_addresses_filled_in_place, check_contract, pids_of, producer,
+                             produce, read_partitions)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]  # the first start builds kfake (~40 s)
 
@@ -84,3 +85,7 @@ def test_availability_names_go(monkeypatch, tmp_path):
     monkeypatch.setenv("KCONFORM_CACHE", str(tmp_path / "cache"))  # nothing built there
     ok, reason = KfakeTarget.availability()
     assert not ok and "no `go` on PATH" in reason
+
+
+def test_addresses_are_filled_in_place(tmp_path):
+    check_addresses_filled_in_place(KfakeTarget(), tmp_path, nodes=3)

@@ -5,7 +5,8 @@ import pytest
 
 from conformance.targets import LibrdkafkaMockTarget, NotApplicable, TopicSpec, Topology, wire
 from conformance.targets.librdkafka_mock import MockCommandError
-from targets_helpers import assert_all_ended, check_contract, pids_of, producer, produce, read_partitions
+from targets_helpers import (assert_all_ended, check_addresses_filled_in_place, check_contract, pids_of, producer,
+                             produce, read_partitions)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -98,3 +99,7 @@ def test_availability_names_the_bundled_librdkafka():
 
     ok, detail = LibrdkafkaMockTarget.availability()
     assert ok and f"librdkafka {confluent_kafka.libversion()[0]}" in detail
+
+
+def test_addresses_are_filled_in_place(tmp_path):
+    check_addresses_filled_in_place(LibrdkafkaMockTarget(), tmp_path, nodes=3)
