@@ -178,7 +178,8 @@ class ApacheKafkaTarget(LocalProcessTarget):
 
     @classmethod
     def availability(cls) -> tuple[bool, str]:
-        return cls._availability_of(DEFAULT_KAFKA_VERSION)
+        ok, detail = cls._availability_of(DEFAULT_KAFKA_VERSION)
+        return ok, f"{detail}; apache-kafka@VERSION runs another release" if ok else detail
 
     def _available(self) -> tuple[bool, str]:
         return self._availability_of(self._version)
