@@ -23,7 +23,7 @@ from ..clients.registry import CLIENTS
 from ..proxy.answer import answerable_versions
 from ..proxy.rules import DIRECTIONS, SOURCES, Rule, RuleError, api_key_of
 from ..raw import REF, RequestError, build_request
-from ..targets import TARGETS
+from ..targets import TARGETS, target_class
 from ..vocabulary import (CAPABILITIES, CONTROLLER_PLACEMENTS, NODE_ACTIONS, NODE_ROLES, PROTOCOL_POINTS,
                           TRIGGERED_ACTIONS)
 from . import model as m
@@ -536,8 +536,13 @@ def parse_case(data: Any, file: str, case_id: str) -> m.Case:
     for j, r in enumerate(requires):
         if r not in CAPABILITIES:
             v.fail(f"requires[{j}]", f"a target capability {sorted(CAPABILITIES)}", r)
-    kd = v.mapping(data.get("known_differences") or {}, "known_differences", list(TARGETS))
+    kd = v.mapping(data.get("known_differences") or {}, "known_differences")
     for k, x in kd.items():
+        try:
+            target_class(k)
+        except KeyError:
+            v.fail(f"known_differences.{k}", f"a target name {sorted(TARGETS)} (or NAME@VERSION of a "
+                                             "versioned one, e.g. apache-kafka@3.9.1)", k)
         v.string(x, f"known_differences.{k}")
     return m.Case(
         id=cid,

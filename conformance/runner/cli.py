@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..clients.registry import CLIENTS
 from ..dsl import CaseError, load_cases
-from ..targets import TARGETS
+from ..targets import target_class
 from .report import print_summary, progress_callbacks
 from .runner import RunOptions, default_clients, default_jobs, run
 
@@ -23,7 +23,8 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("run", help="run the conformance cases on targets with clients",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--target", action="append", dest="targets", metavar="NAME",
-                   help="target to run on (repeatable; default: embedded). `kconform targets` lists them")
+                   help="target to run on (repeatable; default: embedded); apache-kafka@VERSION picks a Kafka "
+                        "release. `kconform targets` lists them")
     p.add_argument("--client", action="append", dest="clients", metavar="NAME",
                    help="client to drive (repeatable; default: every installed client)")
     p.add_argument("--case", action="append", dest="cases", metavar="GLOB",
@@ -51,10 +52,12 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
 
 def cmd_run(args) -> int:
     targets = args.targets or ["embedded"]
-    unknown = [t for t in targets if t not in TARGETS]
-    if unknown:
-        print(f"unknown target(s) {unknown}; known: {sorted(TARGETS)}", file=sys.stderr)
-        return 2
+    for t in targets:
+        try:
+            target_class(t)  # NAME or NAME@VERSION
+        except KeyError as exc:
+            print(exc.args[0], file=sys.stderr)
+            return 2
     clients = args.clients or default_clients()
     unknown = [c for c in clients if c not in CLIENTS]
     if unknown:

@@ -85,9 +85,8 @@ def row_plan(case: Case, slot: TargetSlot) -> tuple[dict[str, str], bool]:
     if lacking:
         raise NotApplicable(f"target {slot.name!r} lacks {', '.join(lacking)}, which the case's faults need")
     want_proxy = wants_proxy(case, slot)
-    essential = slot.cls.unappliable_configs(_behaviour_configs(case))
-    if essential:
-        raise NotApplicable(f"target {slot.name!r} cannot apply the broker configs {essential}")
+    if not slot.cls.applies_broker_configs and _behaviour_configs(case):
+        raise NotApplicable(f"target {slot.name!r} cannot apply the broker configs {_behaviour_configs(case)}")
     return {**case.topology.broker_configs, **plan_broker_configs(case, slot.cls)}, want_proxy
 
 
@@ -116,6 +115,9 @@ def run_one(case: Case, slot: TargetSlot, client: str, ctx: RowContext, fresh: b
         broker_configs, want_proxy = row_plan(case, slot)
         target, bootstrap = slot.acquire(case, broker_configs, want_proxy, fresh)
         row["target_version"] = target.version
+        essential = target.unappliable_configs(_behaviour_configs(case))
+        if essential:
+            raise NotApplicable(f"target {slot.name!r} cannot apply the broker configs {essential}")
         lacking = sorted(case.needed_capabilities() - set(target.capabilities) - {"multi_node"})
         if lacking:
             raise NotApplicable(f"target {slot.name!r} lacks {', '.join(lacking)}")

@@ -34,7 +34,7 @@ from typing import Callable, Iterable
 
 from conformance.clients.registry import CLIENTS
 from conformance.compare import structural_diff
-from conformance.targets import TARGETS, NotApplicable
+from conformance.targets import NotApplicable, target_class
 
 from ..dsl.model import Case
 from .row import RowContext, now_iso, row_plan, run_one
@@ -90,7 +90,7 @@ def reference_target(targets: list[str]) -> str | None:
     (Apache Kafka), when the run has other targets too."""
     if len(targets) < 2:
         return None
-    return next((t for t in targets if TARGETS[t].reference), None)
+    return next((t for t in targets if target_class(t).reference), None)
 
 
 def plan(targets: list[str], cases: Iterable[Case], clients: list[str], reference: str | None) -> list[PlannedRow]:
@@ -153,7 +153,7 @@ class WorkQueue:
     @staticmethod
     def _group(rk: tuple[PlannedRow, tuple | None]) -> tuple:
         row, key = rk
-        if key is None or not TARGETS[row.target].reusable:
+        if key is None or not target_class(row.target).reusable:
             return (0, "", bool(row.case.faults()))
         return (1, repr(key), bool(row.case.faults()))
 

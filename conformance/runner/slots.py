@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from conformance.targets import TARGETS, Target, Topology, make_target
+from conformance.targets import Target, Topology, make_target, target_class
 
 from ..dsl.model import Case
 from .proxying import ProxyFront
@@ -27,7 +27,7 @@ class TargetSlot:
 
     def __init__(self, name: str, options: dict, workroot: Path, proxy_mode: str) -> None:
         self.name = name
-        self.cls = TARGETS[name]
+        self.cls = target_class(name)
         self.options = options
         self.workroot = workroot
         self.proxy_mode = proxy_mode

@@ -7,6 +7,10 @@
 
 The registry maps a target's name to its class; `target_rows()` is what `kconform targets`
 prints. Importing this package starts nothing and needs neither Java nor Tansu.
+
+A versioned target is named `NAME@VERSION` (`apache-kafka@3.9.1`): the class of NAME, started at
+that release, and named so in results -- several releases of Kafka can run side by side in one
+run. Plain `apache-kafka` is the default release.
 """
 from __future__ import annotations
 
@@ -22,23 +26,52 @@ from .base import (
 )
 from .embedded import EmbeddedTarget
 from .external import ExternalTarget
+from .kfake import KfakeTarget
+from .librdkafka_mock import LibrdkafkaMockTarget
 from .tansu import TansuTarget
 
 TARGETS: dict[str, type[Target]] = {
     "embedded": EmbeddedTarget,
     "apache-kafka": ApacheKafkaTarget,
     "tansu": TansuTarget,
+    "kfake": KfakeTarget,
+    "librdkafka-mock": LibrdkafkaMockTarget,
     "external": ExternalTarget,
 }
 
 
+def split_name(name: str) -> tuple[str, str | None]:
+    """("apache-kafka", "3.9.1") for "apache-kafka@3.9.1", (name, None) for a plain name."""
+    base, sep, version = name.partition("@")
+    return base, (version if sep else None)
+
+
+def target_class(name: str) -> type[Target]:
+    """The class a target name (plain or NAME@VERSION) starts; KeyError says what is known."""
+    base, version = split_name(name)
+    if base not in TARGETS:
+        raise KeyError(f"unknown target {name!r}; known: {', '.join(TARGETS)}")
+    if version is not None and not TARGETS[base].versioned:
+        raise KeyError(f"target {base!r} has no releases to choose from; NAME@VERSION works for "
+                       f"{', '.join(sorted(n for n, c in TARGETS.items() if c.versioned))}")
+    if version == "":
+        raise KeyError(f"target name {name!r} has an empty version")
+    return TARGETS[base]
+
+
 def make_target(name: str, **options) -> Target:
-    """A new, not yet started target; options go to its constructor (e.g. version="4.1.0")."""
-    try:
-        cls = TARGETS[name]
-    except KeyError:
-        raise KeyError(f"unknown target {name!r}; known: {', '.join(TARGETS)}") from None
-    return cls(**options)
+    """A new, not yet started target; options go to its constructor (e.g. version="4.1.0").
+
+    NAME@VERSION sets version= and names the target so, e.g. make_target("apache-kafka@3.9.1").
+    """
+    cls = target_class(name)
+    _, version = split_name(name)
+    if version is not None:
+        options = {**options, "version": version}
+    target = cls(**options)
+    if version is not None:
+        target.name = name
+    return target
 
 
 def target_rows() -> list[tuple[str, bool, str]]:
@@ -56,6 +89,8 @@ def target_rows() -> list[tuple[str, bool, str]]:
 __all__ = [
     "TARGETS",
     "make_target",
+    "split_name",
+    "target_class",
     "target_rows",
     "Target",
     "Topology",
@@ -68,4 +103,6 @@ __all__ = [
     "TansuTarget",
     "ExternalTarget",
     "EmbeddedTarget",
+    "KfakeTarget",
+    "LibrdkafkaMockTarget",
 ]

@@ -44,7 +44,7 @@ import time
 import uuid
 from pathlib import Path
 
-from .base import TargetStartError, Topology, wait_until
+from .base import NotApplicable, TargetStartError, Topology, wait_until
 from .local import LocalProcessTarget
 from .maven import DEFAULT_KAFKA_VERSION, INSTALL_HINT, cached_lib, resolve_kafka
 from .process import NodeProcess, free_ports, port_accepts
@@ -63,6 +63,9 @@ FEATURE_KEYS = frozenset(
 #: Node id of the controller-only JVM of a dedicated-controller topology (outside 1..N, so the
 #: case's `node: N` and every broker id stay what they are in the combined shape).
 CONTROLLER_NODE_ID = 1000
+#: What kafka-storage format says when the release lacks a feature or a level of it (e.g. 3.9.1
+#: has no group.version, and only unstable transaction.version levels): the case cannot run there.
+UNSUPPORTED_FEATURE = re.compile(r"Unsupported feature: [^\n]*|No feature:\S+ with feature level \d+")
 STORAGE_TOOL = "kafka.tools.StorageTool"
 MAIN_CLASS = "kafka.Kafka"
 HOST = "127.0.0.1"
@@ -132,6 +135,7 @@ class ApacheKafkaTarget(LocalProcessTarget):
     advertises_listeners = True
     #: Apache Kafka is what every other target is measured against.
     reference = True
+    versioned = True
     #: One JVM serves many clients at once; parallel case runs without faults share it.
     shareable = True
     ready_timeout = 120.0
@@ -180,7 +184,8 @@ class ApacheKafkaTarget(LocalProcessTarget):
 
     @classmethod
     def availability(cls) -> tuple[bool, str]:
-        return cls._availability_of(DEFAULT_KAFKA_VERSION)
+        ok, detail = cls._availability_of(DEFAULT_KAFKA_VERSION)
+        return ok, f"{detail}; apache-kafka@VERSION runs another release" if ok else detail
 
     def _available(self) -> tuple[bool, str]:
         return self._availability_of(self._version)
@@ -268,6 +273,7 @@ class ApacheKafkaTarget(LocalProcessTarget):
                 + "".join(f"{k}={v}\n" for k, v in props.items())
             )
             (d / "log4j2.properties").write_text(self._log4j2(d / "server.log"))
+            (d / "log4j.properties").write_text(self._log4j1(d / "server.log"))
 
         t0 = time.monotonic()
         self._format(list(node_props), features, release)
@@ -281,7 +287,7 @@ class ApacheKafkaTarget(LocalProcessTarget):
                 f"-Xmx{self.heap}",
                 f"-Xms{self.heap}",
                 *self.jvm_options,
-                f"-Dlog4j2.configurationFile={d / 'log4j2.properties'}",
+                *self._log_options(d),
                 f"-Dkafka.logs.dir={d}",
                 "-cp",
                 self._classpath(),
@@ -308,7 +314,7 @@ class ApacheKafkaTarget(LocalProcessTarget):
             d = self._node_dir(i)
             argv = [
                 self._java(), "-Xmx128m", "-XX:TieredStopAtLevel=1",
-                f"-Dlog4j2.configurationFile={d / 'log4j2.properties'}",
+                *self._log_options(d),
                 "-cp", self._classpath(), STORAGE_TOOL, "format",
                 "--cluster-id", self.cluster_id,
                 "--config", str(d / "server.properties"),
@@ -332,6 +338,10 @@ class ApacheKafkaTarget(LocalProcessTarget):
                 text = (self._node_dir(i) / "format.log").read_text(errors="replace")
                 failures.append(f"node {i} (exit {rc}): {text.strip()[-2000:]}")
         if failures:
+            unsupported = UNSUPPORTED_FEATURE.search("\n".join(failures))
+            if unsupported and features:
+                raise NotApplicable(f"Kafka {self._version} cannot set the feature level(s) {features}: "
+                                    f"kafka-storage format says {unsupported.group(0)!r}")
             raise TargetStartError("kafka-storage format failed:\n" + "\n".join(failures))
 
     def _wait_listening(self, node_id: int) -> None:
@@ -358,6 +368,25 @@ class ApacheKafkaTarget(LocalProcessTarget):
         except OSError:
             return ""
         return "\n".join(text.splitlines()[-lines:])
+
+    @staticmethod
+    def _log_options(node_dir: Path) -> list[str]:
+        """Both logging configurations: Kafka 4 logs through log4j2, Kafka 3.x through log4j 1.x
+        (reload4j); each reads its own property and ignores the other's."""
+        return [f"-Dlog4j2.configurationFile={node_dir / 'log4j2.properties'}",
+                f"-Dlog4j.configuration=file:{node_dir / 'log4j.properties'}"]
+
+    @staticmethod
+    def _log4j1(path: Path) -> str:
+        """The same as _log4j2, for log4j 1.x (Kafka 3.x)."""
+        return (
+            "log4j.rootLogger=INFO, file\n"
+            "log4j.appender.file=org.apache.log4j.FileAppender\n"
+            f"log4j.appender.file.File={path}\n"
+            "log4j.appender.file.layout=org.apache.log4j.PatternLayout\n"
+            "log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
+            "log4j.logger.kafka.request.logger=WARN\n"
+        )
 
     @staticmethod
     def _log4j2(path: Path) -> str:

@@ -125,14 +125,20 @@ class Target(abc.ABC):
     #: Takes `advertised.listeners` as a broker config: each node can name the proxy's port for
     #: itself, so brokers reach each other through the proxy too (broker-to-broker fault rules).
     advertises_listeners: ClassVar[bool] = False
+    #: Its name may carry `@VERSION` (its constructor takes version=): several releases side by
+    #: side in one run (targets.make_target).
+    versioned: ClassVar[bool] = False
     #: Takes broker configs at all (Kafka's names); False where the target has no way to apply
     #: them (an external cluster, Tansu): see `unappliable_configs`.
     applies_broker_configs: ClassVar[bool] = True
 
-    @classmethod
-    def unappliable_configs(cls, configs: dict[str, str]) -> dict[str, str]:
-        """The broker configs of `configs` this target cannot apply (ignored if asked to)."""
-        return {} if cls.applies_broker_configs else dict(configs)
+    def unappliable_configs(self, configs: dict[str, str]) -> dict[str, str]:
+        """The broker configs of `configs` this started target could not apply (it ignores them):
+        all of them where it takes none, else the ones it said at start it does not know
+        (`unapplied_configs`, filled by the target while it starts)."""
+        if not self.applies_broker_configs:
+            return dict(configs)
+        return {k: v for k, v in configs.items() if k in self.unapplied_configs}
 
     def __init__(self) -> None:
         #: node id -> (host, port) clients connect to.
@@ -144,6 +150,8 @@ class Target(abc.ABC):
         self.broker_configs: dict[str, str] = {}
         self.node_configs: dict[int, dict[str, str]] = {}
         self.workdir: Path | None = None
+        #: Broker configs given at start that the target said it does not apply.
+        self.unapplied_configs: dict[str, str] = {}
         self._discovered: frozenset[str] = frozenset()
         self._finalized_features: dict[str, int] = {}
         #: Seconds spent in each start phase (launch, brokers, topics, coordinators, total).

@@ -22,11 +22,8 @@ fired re-armed, their `skip` lowered by the hits the node's earlier lives let pa
 from __future__ import annotations
 
 import importlib.util
-import os
-import queue
 import re
 import sys
-import threading
 from pathlib import Path
 
 import broker_impl
@@ -35,7 +32,7 @@ from broker_impl.faults.channel import FaultListener
 
 from .base import TargetStartError, Topology
 from .local import LocalProcessTarget
-from .process import NodeProcess
+from .process import NodeProcess, StdoutLines, python_env
 
 #: Seconds a node gets, after it said it reached a point, to stop or die there.
 SETTLE_S = 5.0
@@ -83,20 +80,6 @@ class EmbeddedTarget(LocalProcessTarget):
     def version(self) -> str:
         return self._broker_version()
 
-    @staticmethod
-    def _env() -> dict[str, str]:
-        """Our environment, with the directory that holds broker_impl first on PYTHONPATH.
-
-        The harness may import broker_impl from a source tree that is not installed; the
-        child must then find the very same code, whatever its working directory.
-        """
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        spec = importlib.util.find_spec("broker_impl")
-        if spec is not None and spec.origin:
-            root = str(Path(spec.origin).resolve().parent.parent)
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-        return env
-
     def _argv(self, listen: str, data_dir: Path, broker_configs: dict[str, str]) -> list[str]:
         argv = [
             self.python, "-m", "broker_impl",
@@ -119,7 +102,7 @@ class EmbeddedTarget(LocalProcessTarget):
             self._argv(f"{HOST}:0", data_dir, self._configs_for(NODE_ID)),
             workdir / f"node-{NODE_ID}" / "broker.log",
             cwd=workdir,
-            env=self._env(),
+            env=python_env("broker_impl"),
             stdout_pipe=True,
         )
         self.procs[NODE_ID] = proc
@@ -180,43 +163,10 @@ class EmbeddedTarget(LocalProcessTarget):
             raise TargetStartError(f"restarted broker listens on {host}:{port}, expected {self.addresses[node_id]}")
 
     def _await_listening(self, proc: NodeProcess) -> tuple[str, int]:
-        """Read stdout until the `listening HOST:PORT` line; keep draining it into the log after.
-
-        A reader thread does the reading so that the wait is bounded by ready_timeout even if
-        the broker prints nothing, and so that later output never fills the pipe and blocks it.
-        """
-        lines: queue.Queue[str | None] = queue.Queue()
-        stdout = proc.popen.stdout
-        log_path = proc.log_path
-
-        def pump() -> None:
-            announced = False
-            with open(log_path, "ab") as log:
-                for raw in iter(stdout.readline, b""):
-                    text = raw.decode(errors="replace")
-                    if not announced:
-                        lines.put(text)
-                        announced = bool(LISTENING.match(text))
-                    log.write(b"[stdout] " + raw)
-                    log.flush()
-            lines.put(None)
-
-        threading.Thread(target=pump, name=f"embedded-stdout-{proc.pid}", daemon=True).start()
-        seen = []
-        while True:
-            try:
-                line = lines.get(timeout=self.ready_timeout)
-            except queue.Empty:
-                raise TargetStartError(
-                    f"embedded broker printed no `listening` line within {self.ready_timeout:.0f}s; "
-                    f"stdout so far: {seen!r}\n{proc.log_tail()}"
-                ) from None
-            if line is None:
-                proc.popen.wait(timeout=5)
-                raise TargetStartError(
-                    f"embedded broker exited (code {proc.returncode()}) before listening:\n{proc.log_tail()}"
-                )
-            m = LISTENING.match(line)
-            if m:
-                return m.group(1), int(m.group(2))
-            seen.append(line.rstrip())
+        """Read stdout until the `listening HOST:PORT` line (StdoutLines keeps draining it after)."""
+        try:
+            line = StdoutLines(proc).read_until(lambda text: bool(LISTENING.match(text)), self.ready_timeout)[-1]
+        except (TimeoutError, EOFError) as exc:
+            raise TargetStartError(f"embedded broker did not announce its port: {exc}") from None
+        m = LISTENING.match(line)
+        return m.group(1), int(m.group(2))

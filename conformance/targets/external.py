@@ -83,7 +83,7 @@ class ExternalTarget(Target):
             raise NotApplicable(
                 f"the external cluster has {len(md.brokers)} live broker(s); the case needs {topology.nodes}"
             )
-        self.addresses = dict(md.brokers)
+        self.addresses.update(md.brokers)  # in place: a proxy follows this very dict
 
     def _stop(self) -> None:
         """Nothing to end: the harness started no process. Topics it created are left in place."""

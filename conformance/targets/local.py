@@ -30,26 +30,34 @@ class LocalProcessTarget(Target):
         except KeyError:
             raise KeyError(f"target {self.name!r} has no node {node_id}; nodes: {self.node_ids()}") from None
 
+    def _check_exact(self, node_id: int, action: str) -> None:
+        """Raise NotApplicable where signalling the node's process is not exactly that node's
+        fault (several nodes share one process); by default it always is."""
+
     def kill(self, node_id: int) -> None:
         """SIGKILL of that node's process; it stays down until restart()."""
         self.require("kill", "kill a node")
+        self._check_exact(node_id, "kill")
         self._proc(node_id).kill()
         self.down.add(node_id)
 
     def pause(self, node_id: int) -> None:
         """SIGSTOP: the node holds its sockets but answers nothing (a long GC pause, a VM freeze)."""
         self.require("pause", "pause a node")
+        self._check_exact(node_id, "pause")
         self._proc(node_id).pause()
         self.down.add(node_id)
 
     def resume(self, node_id: int) -> None:
         self.require("pause", "resume a node")
+        self._check_exact(node_id, "resume")
         self._proc(node_id).resume()
         self.down.discard(node_id)
 
     def stop_node(self, node_id: int) -> None:
         """Clean shutdown (SIGTERM) of one node; it stays down until restart()."""
         self.require("stop_node", "stop a single node")
+        self._check_exact(node_id, "stop")
         self._proc(node_id).terminate(self.stop_grace)
         self.down.add(node_id)
 
@@ -59,6 +67,7 @@ class LocalProcessTarget(Target):
         A node that is still running is stopped cleanly first.
         """
         self.require("restart", "restart a node")
+        self._check_exact(node_id, "restart")
         proc = self._proc(node_id)
         if proc.running():
             proc.terminate(self.stop_grace)

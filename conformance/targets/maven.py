@@ -6,7 +6,9 @@ runtime dependencies declared in its POM. The tarball's shell scripts are not ne
 builds the `java` command line itself.
 
 The one thing the POM does not bring is an SLF4J binding (the tarball ships one), without which
-the broker logs nothing; we add the log4j binding that matches the log4j-core Kafka depends on.
+the broker logs nothing; we add the log4j2 binding that matches the log4j-core Kafka 4 depends
+on, or -- Kafka 3.x, whose POM has no log4j at all -- slf4j-reload4j and reload4j (log4j 1.x),
+as the 3.x tarballs ship them. The target writes a configuration for either.
 
 Resolution happens once per version with conformance/buildcache's `once` (one file lock, so two
 test processes do not race; a stamp written only when lib/ is complete, so a half-copied lib/ is
@@ -26,10 +28,14 @@ from .. import buildcache
 DEFAULT_KAFKA_VERSION = "4.3.1"
 SCALA_BINARY = "2.13"
 INSTALL_HINT = "apt-get install openjdk-17-jre-headless maven"
+#: reload4j release the Kafka 3.9 tarball ships (the log4j 1.x that Kafka 3.x logs through).
+RELOAD4J_VERSION = "1.2.25"
+#: Bumped whenever what lands in lib/ changes, so that caches resolved the old way are not used.
+RECIPE = 2
 
 
 def kafka_home(version: str) -> Path:
-    return buildcache.cache_root() / f"kafka-{version}"
+    return buildcache.cache_root() / f"kafka-{version}-r{RECIPE}"
 
 
 def cached_lib(version: str) -> Path | None:
@@ -90,8 +96,11 @@ def _resolve_into(home: Path, version: str, timeout: float) -> None:
     if log4j:
         # slf4j 1.x binds through log4j-slf4j-impl, slf4j 2.x through log4j-slf4j2-impl.
         binding = "log4j-slf4j2-impl" if slf4j.split(".")[0] == "2" else "log4j-slf4j-impl"
-        _mvn(["dependency:copy", f"-Dartifact=org.apache.logging.log4j:{binding}:{log4j}",
-              f"-DoutputDirectory={lib}"], home, timeout)
+        artifacts = [f"org.apache.logging.log4j:{binding}:{log4j}"]
+    else:
+        artifacts = [f"org.slf4j:slf4j-reload4j:{slf4j}", f"ch.qos.reload4j:reload4j:{RELOAD4J_VERSION}"]
+    for artifact in artifacts:
+        _mvn(["dependency:copy", f"-Dartifact={artifact}", f"-DoutputDirectory={lib}"], home, timeout)
 
 
 def directory_size(path: Path) -> int:

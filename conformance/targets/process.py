@@ -8,12 +8,28 @@ PID that Popen gave us.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
+import queue
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
+from typing import Callable
+
+
+def python_env(package: str) -> dict[str, str]:
+    """Our environment for a `python -m` child, with the directory holding `package` first on
+    PYTHONPATH: the harness may import it from a source tree that is not installed, and the
+    child must then find the very same code, whatever its working directory."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    spec = importlib.util.find_spec(package)
+    if spec is not None and spec.origin:
+        root = str(Path(spec.origin).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    return env
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
@@ -61,7 +77,8 @@ class NodeProcess:
     """A broker process: its argv is fixed at construction so a restart repeats it exactly.
 
     stdout and stderr are appended to `log_path` unless the caller asks for stdout as a pipe
-    (the embedded broker announces its port on stdout).
+    (the embedded broker announces its port on stdout). stdin is empty unless the caller asks
+    for a pipe (the librdkafka mock host takes its commands there).
     """
 
     def __init__(
@@ -72,12 +89,14 @@ class NodeProcess:
         cwd: Path | None = None,
         env: dict[str, str] | None = None,
         stdout_pipe: bool = False,
+        stdin_pipe: bool = False,
     ) -> None:
         self.argv = list(argv)
         self.log_path = log_path
         self.cwd = cwd
         self.env = env
         self.stdout_pipe = stdout_pipe
+        self.stdin_pipe = stdin_pipe
         self.popen: subprocess.Popen | None = None
         self.paused = False
         self._log_file = None
@@ -98,7 +117,7 @@ class NodeProcess:
             self.argv,
             cwd=self.cwd,
             env=self.env,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE if self.stdin_pipe else subprocess.DEVNULL,
             stdout=subprocess.PIPE if self.stdout_pipe else self._log_file,
             stderr=self._log_file,
             start_new_session=True,
@@ -215,3 +234,54 @@ class NodeProcess:
         except OSError:
             return ""
         return "\n".join(text.splitlines()[-lines:])
+
+
+class StdoutLines:
+    """The lines a started NodeProcess(stdout_pipe=True) prints, read on a thread.
+
+    Why a thread: a wait for a line must be bounded even when the process prints nothing, and
+    stdout must be drained for as long as the process lives so a full pipe never blocks it.
+    Every line is also appended to the node log (prefixed ``[stdout]``), so the log shows what
+    the process announced among its stderr.
+    """
+
+    def __init__(self, proc: NodeProcess) -> None:
+        self.proc = proc
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        stdout, log_path = proc.popen.stdout, proc.log_path
+
+        def pump() -> None:
+            with open(log_path, "ab") as log:
+                for raw in iter(stdout.readline, b""):
+                    log.write(b"[stdout] " + raw)
+                    log.flush()
+                    self._lines.put(raw.decode(errors="replace").rstrip("\r\n"))
+            self._lines.put(None)
+
+        threading.Thread(target=pump, name=f"stdout-{proc.pid}", daemon=True).start()
+
+    def read_until(self, last: Callable[[str], bool], timeout: float) -> list[str]:
+        """Lines up to and including the first one for which last(line) is true.
+
+        TimeoutError when none came within `timeout` seconds; EOFError when stdout closed first
+        (the process exited). Both messages carry the lines seen and the node log's tail.
+        """
+        deadline = time.monotonic() + timeout
+        seen: list[str] = []
+        while True:
+            try:
+                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise TimeoutError(f"no awaited line on stdout within {timeout:.0f}s; stdout so far: "
+                                   f"{seen!r}\n{self.proc.log_tail()}") from None
+            if line is None:
+                self._lines.put(None)  # later readers see the end too
+                try:
+                    self.proc.popen.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
+                raise EOFError(f"the process exited (code {self.proc.returncode()}) before the awaited line; "
+                               f"stdout so far: {seen!r}\n{self.proc.log_tail()}")
+            seen.append(line)
+            if last(line):
+                return seen

@@ -3,20 +3,20 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.targets import TARGETS
+from conformance.targets import make_target
 
 
 @pytest.fixture
 def start_target(tmp_path):
     """start_target(name, topology, broker_configs=None, **ctor) -> (target, bootstrap).
 
-    Skips (with the target's own reason) when the target cannot run on this machine.
+    name may be NAME@VERSION. Skips (with the target's own reason) when the target cannot run
+    on this machine.
     """
     started = []
 
     def start(name, topology, broker_configs=None, **options):
-        cls = TARGETS[name]
-        target = cls(**options)
+        target = make_target(name, **options)
         ok, reason = target._available()
         if not ok:
             pytest.skip(f"target {name!r} not available: {reason}")

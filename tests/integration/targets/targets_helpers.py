@@ -5,11 +5,14 @@ Every loop is bounded by a deadline; nothing here asserts on time.
 from __future__ import annotations
 
 import logging
+import os
 import time
 import uuid
 from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from conformance.targets import Target, TopicSpec, Topology, wire
 
 
 #: librdkafka's connection errors while a node is down are expected here: keep them off stderr.
@@ -103,3 +106,45 @@ def kafka_error_summary(exc: KafkaException) -> dict:
         "fatal": err.fatal(),
         "message": err.str(),
     }
+
+
+def check_contract(target: Target, bootstrap: str, nodes: int, topic: str = "contract") -> None:
+    """What every target must do once started: Metadata lists its nodes, a topic is made and
+    led, a real client produces and consumes through it, coordinators are found."""
+    assert len(target.node_ids()) == nodes
+    for _, address in target.live_addresses():
+        assert sorted(wire.metadata(address, []).brokers) == target.node_ids()
+    target.create_topics([TopicSpec(topic, partitions=2)])
+    assert all(target.partition_leader(topic, p) in target.node_ids() for p in (0, 1))
+    records = [(0, "k0", "v0"), (1, "k1", "v1")]
+    produce(producer(bootstrap), topic, records)
+    got = read_partitions(bootstrap, topic, [0, 1], expect=2)
+    assert sorted((r.partition, r.key, r.value) for r in got) == records
+    assert target.group_coordinator("contract-group") in target.node_ids()
+    if "transactions" in target.capabilities:
+        assert target.transaction_coordinator("contract-txn") in target.node_ids()
+
+
+def pids_of(target) -> list[int]:
+    return [p.pid for p in getattr(target, "procs", {}).values() if p.pid]
+
+
+def assert_all_ended(pids: list[int]) -> None:
+    """Every PID is gone (reaped by the target), none left running."""
+    for pid in pids:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        raise AssertionError(f"process {pid} still exists after stop()")
+
+
+def check_addresses_filled_in_place(target: Target, workdir, nodes: int) -> None:
+    """The proxy follows target.addresses as the dict it was before start (it is started before
+    the target): start() must fill that very dict, never bind a new one."""
+    followed = target.addresses
+    try:
+        target.start(Topology(nodes=nodes), {}, workdir)
+        assert followed is target.addresses and len(followed) == nodes
+    finally:
+        target.stop()

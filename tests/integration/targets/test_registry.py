@@ -9,6 +9,7 @@ from conformance.targets import (
     TargetUnavailable,
     Topology,
     make_target,
+    target_class,
     target_rows,
 )
 from conformance.targets.apache_kafka import kafka_uuid
@@ -17,7 +18,7 @@ from conformance.targets.external import parse_bootstrap
 
 def test_rows_cover_every_target():
     rows = target_rows()
-    assert [r[0] for r in rows] == ["embedded", "apache-kafka", "tansu", "external"]
+    assert [r[0] for r in rows] == ["embedded", "apache-kafka", "tansu", "kfake", "librdkafka-mock", "external"]
     for name, ok, detail in rows:
         assert isinstance(ok, bool) and detail, name
 
@@ -27,6 +28,20 @@ def test_make_target_rejects_unknown_names():
         make_target("redpanda")
     assert isinstance(make_target("apache-kafka", version="4.1.0"), TARGETS["apache-kafka"])
     assert make_target("apache-kafka", version="4.1.0").version == "4.1.0"
+
+
+def test_name_at_version_picks_a_release():
+    target = make_target("apache-kafka@3.9.1")
+    assert isinstance(target, ApacheKafkaTarget)
+    assert (target.name, target.version) == ("apache-kafka@3.9.1", "3.9.1")
+    assert make_target("apache-kafka").name == "apache-kafka"
+    assert target_class("apache-kafka@4.2.0") is ApacheKafkaTarget
+    with pytest.raises(KeyError, match="no releases to choose from"):
+        make_target("tansu@0.6.0")
+    with pytest.raises(KeyError, match="empty version"):
+        make_target("apache-kafka@")
+    with pytest.raises(KeyError, match="unknown target"):
+        target_class("redpanda@24.1")
 
 
 def test_missing_java_says_what_to_install(tmp_path, monkeypatch):
@@ -50,3 +65,16 @@ def test_parse_bootstrap():
     assert parse_bootstrap("127.0.0.1:9092, localhost:9093") == [("127.0.0.1", 9092), ("localhost", 9093)]
     with pytest.raises(ValueError):
         parse_bootstrap("no-port")
+
+
+def test_run_cli_accepts_name_at_version_and_rejects_the_rest(tmp_path, capsys):
+    from conformance.cli import main
+
+    args = ["run", "--client", "confluent", "--results", str(tmp_path), "--no-progress"]
+    assert main([*args, "--target", "redpanda"]) == 2
+    assert "unknown target 'redpanda'" in capsys.readouterr().err
+    assert main([*args, "--target", "tansu@0.6.0"]) == 2
+    assert "no releases to choose from" in capsys.readouterr().err
+    # A known NAME@VERSION passes validation; with no matching case the run stops there.
+    assert main([*args, "--target", "apache-kafka@3.9.1", "--case", "no/such-case"]) == 2
+    assert "no case matches" in capsys.readouterr().err
