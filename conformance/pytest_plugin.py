@@ -60,7 +60,7 @@ class KconformItem(pytest.Item):
 
         state = self.config.stash[_STATE_KEY]
         slot = state["slots"][self.target_name]
-        row = run_one(self.case, slot, self.client, state["ctx"], state["fresh"])
+        row = run_one(self.case, slot, self.client, state["ctx"], state["fresh"], state["shared"])
         # The reference target's items are collected first: its row is there to diff against.
         key = (row["case"], row["client"])
         if self.target_name == state["reference"]:
@@ -127,6 +127,7 @@ def pytest_configure(config) -> None:
         return
     from conformance.dsl import load_cases
     from conformance.runner import RowContext, TargetSlot, default_clients, new_run_id, reference_target
+    from conformance.runner.slots import SharedTargets
 
     targets = config.getoption("kconform_target") or ["embedded"]
     clients = config.getoption("kconform_client") or default_clients()
@@ -147,6 +148,7 @@ def pytest_configure(config) -> None:
         "fresh": config.getoption("kconform_fresh"),
         "ctx": RowContext(new_run_id(), results_dir), "reference": reference, "reference_rows": {},
         "slots": {t: TargetSlot(t, {}, results_dir / "work", "auto") for t in targets},
+        "shared": SharedTargets({}, results_dir / "work"),
     }
 
 
@@ -164,11 +166,13 @@ def pytest_collection_modifyitems(session, config, items) -> None:
 def pytest_unconfigure(config) -> None:
     if _STATE_KEY is None or _STATE_KEY not in config.stash:
         return
-    for slot in config.stash[_STATE_KEY]["slots"].values():
+    state = config.stash[_STATE_KEY]
+    for slot in state["slots"].values():
         try:
             slot.release()
         except Exception:  # noqa: BLE001 - ending anyway
             pass
+    state["shared"].stop_all()
 
 
 def pytest_report_header(config):

@@ -241,8 +241,17 @@ class Case:
     def faults(self) -> list[FaultDef]:
         return [s.fault for s in self.steps if s.kind == "fault"]
 
+    def node_faults(self) -> list[FaultDef]:
+        """The faults done to nodes (right away or at a protocol point), not by the proxy."""
+        return [f for f in self.faults() if f.proxy is None]
+
     def needs_proxy(self) -> bool:
         return any(f.proxy is not None for f in self.faults())
+
+    def needs_broker_traffic(self) -> bool:
+        """Whether a proxy rule of the case acts on broker-to-broker traffic (replica fetches,
+        WriteTxnMarkers): the brokers must then reach each other through the proxy."""
+        return any(f.proxy is not None and f.proxy.on_broker_traffic() for f in self.faults())
 
     def protocol_points(self) -> list[FaultDef]:
         return [f for f in self.faults() if f.at]

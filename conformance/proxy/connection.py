@@ -39,6 +39,7 @@ from broker_impl.codec import FrameBuffer, FrameError, FrameInfo, request_info, 
 
 from .answer import AnswerError
 from .frames import PendingRequests
+from .rewrite import rewrite_response
 from .rules import Hold, Rule
 
 log = logging.getLogger("kconform.proxy")
@@ -205,24 +206,32 @@ class ProxiedConnection:
     async def _frame(self, direction: str, frame: bytes, dst: trio.SocketStream, out: list[bytes]) -> bytes | None:
         """Name, record and apply rules to one frame; returns the bytes to queue, or None."""
         server = self.server
+        rewritten = None
         if direction == "c2b":
             info: FrameInfo = request_info(frame)
         else:
             info = self.pending.answer(frame)
             out += self._injected_frames(self.pending.take_passed())  # queued before this response
+            rewritten = rewrite_response(frame, info, server.local_address)
         t = server.transcript.now()
         decision = server.rules.decide(self.node.node_id, self.conn_id, info, t, trio.Event)
         src, dst_addr = self._endpoints(direction)
         if decision is None:
+            # The transcript keeps the bytes as the broker sent them, and notes the rewrite.
             server.transcript.record(conn=self.conn_id, node=self.node.node_id, src=src, dst=dst_addr,
-                                     info=info, data=frame, t=t)
+                                     info=info, data=frame, t=t, sent=rewritten[0] if rewritten else None,
+                                     rewritten=rewritten[1] if rewritten else None)
             if direction == "c2b":
                 self.pending.sent(info)
-            return frame
+            return rewritten[0] if rewritten else frame
         rule_id, rule, hold = decision
-        sent = rule.corrupt_frame(frame) if rule.action == "corrupt" else None
+        original = frame
+        if rewritten:
+            frame = rewritten[0]
+        sent = rule.corrupt_frame(frame) if rule.action == "corrupt" else (rewritten[0] if rewritten else None)
         server.transcript.record(conn=self.conn_id, node=self.node.node_id, src=src, dst=dst_addr, info=info,
-                                 data=frame, t=t, rule=rule_id, action=rule.action, sent=sent)
+                                 data=original, t=t, rule=rule_id, action=rule.action, sent=sent,
+                                 rewritten=rewritten[1] if rewritten else None)
         log.info("proxy node %s conn %d: rule %d %s %s", self.node.node_id, self.conn_id, rule_id,
                  rule.action, info.describe())
         if out:  # frames before this one go first, whatever happens to it

@@ -74,6 +74,9 @@ ACTIONS = ("hold", "drop", "delay", "sever", "corrupt", "answer", "pass")
 DIRECTIONS = {"request": "c2b", "response": "b2c"}
 #: Who sent the request a frame belongs to (``from``).
 SOURCES = ("client", "broker")
+#: Requests only brokers send each other on the listener the proxy fronts (a TransactionCoordinator's
+#: WriteTxnMarkers); a rule on one of them acts on broker-to-broker traffic whatever its `from`.
+INTER_BROKER_APIS = frozenset({27})
 #: Client ids of Kafka's inter-broker NetworkClients (module doc).
 INTER_BROKER_CLIENT_ID = re.compile(r"broker-\d+-\S|AddPartitionsManager-client-\d+$")
 CORRUPT_MODES = ("flip", "random")
@@ -194,6 +197,10 @@ class Rule:
         if self.action == "answer" and not can_answer(info.api_key, info.api_version):
             return False  # a version whose response has no top-level ErrorCode
         return True
+
+    def on_broker_traffic(self) -> bool:
+        """Whether the rule can only act on what brokers send each other (module doc)."""
+        return self.source == "broker" or self.api in INTER_BROKER_APIS
 
     def acts_on(self, count: int) -> bool:
         return count >= self.nth if self.every else count == self.nth

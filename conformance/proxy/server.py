@@ -94,6 +94,12 @@ class ProxyNode:
             return None
         return None if found is None else (found[0], int(found[1]))
 
+    @property
+    def fixed_upstream(self) -> tuple[str, int] | None:
+        """The address set with set_upstream (None while the node follows a target)."""
+        with self._lock:
+            return None if self._follow is not None else self._upstream
+
     def set_upstream(self, host: str, port: int) -> None:
         """Where the node really listens. May change (a restarted node); new connections follow."""
         with self._lock:
@@ -125,6 +131,7 @@ class ProxyServer:
         self.connect_timeout = connect_timeout
         self.upstream_wait = upstream_wait
         self.nodes: dict[int, ProxyNode] = {}
+        self._nodes_lock = threading.Lock()
         #: Connection life events: {"t", "event": open|close|refused, "conn", "node", "client", "broker", "reason"}.
         self.events: list[dict] = []
         self._events_lock = threading.Lock()
@@ -149,13 +156,34 @@ class ProxyServer:
         node = ProxyNode(node_id, self.host, port)
         if upstream is not None:
             node.set_upstream(*parse_address(upstream))
-        self.nodes[node_id] = node
+        with self._nodes_lock:
+            self.nodes[node_id] = node
         if self._token is not None:
             self._call_in_loop(lambda: self._nursery.start_soon(self._serve_node, node))
         return node
 
     def node(self, node_id: int) -> ProxyNode:
         return self.nodes[node_id]
+
+    def local_address(self, node_id: int, host: str, port: int) -> tuple[str, int]:
+        """Where a client must connect for broker `node_id`, which a response says listens at
+        host:port (rewrite.py): that node's proxy port -- opened now, pointing there, if the
+        proxy has none yet. An address that already is one of the proxy's ports is kept (an
+        advertising broker names it itself). Called from the proxy's own loop."""
+        with self._nodes_lock:
+            for node in self.nodes.values():
+                if (node.host, node.port) == (host, port):
+                    return host, port
+            node = self.nodes.get(node_id)
+            if node is None:
+                node = ProxyNode(node_id, self.host)
+                node.set_upstream(host, port)
+                self.nodes[node_id] = node
+                if self._nursery is not None:
+                    self._nursery.start_soon(self._serve_node, node)
+            elif node.fixed_upstream not in (None, (host, port)):
+                node.set_upstream(host, port)  # the node moved (a restart elsewhere): follow it
+        return node.host, node.port
 
     @property
     def bootstrap(self) -> str:

@@ -64,7 +64,7 @@ class Transcript:
 
     def record(self, *, conn: int, node: int | None, src: str, dst: str, info: FrameInfo, data: bytes,
                t: float | None = None, rule: int | None = None, action: str | None = None,
-               sent: bytes | None = None, unframed: bool = False) -> dict:
+               sent: bytes | None = None, unframed: bool = False, rewritten: list[str] | None = None) -> dict:
         captured = data[: self.max_frame_bytes]
         line = {
             "t": self.now() if t is None else t, "conn": conn, "node": node, "dir": info.direction,
@@ -79,6 +79,8 @@ class Transcript:
             line["sent"] = base64.b64encode(sent[: self.max_frame_bytes]).decode("ascii")
         if unframed:
             line["unframed"] = True
+        if rewritten:
+            line["rewritten"] = rewritten
         with self._lock:
             if self._file is not None:
                 self._file.write(json.dumps(line, separators=(",", ":")) + "\n")

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker_impl.codec import API
+
 from conformance.clients import DriverStartError, Outcome
 from conformance.targets import Target
 
@@ -219,6 +221,7 @@ class CaseRun:
 
     def _raw_request(self, step: Step, address: tuple[str, int]) -> Outcome:
         args = step.args
+        self.target.require_api(args["api"], API[args["api"]].key, int(args["version"]))
         try:
             body = namespace_body(resolve_refs(args.get("body") or {}, self._step_data), self.ns.name)
         except RequestError as exc:

@@ -1,50 +1,60 @@
 """The runner's side of conformance/proxy: put the Kafka-aware proxy in front of a target.
 
-Why behind an adapter: the runner needs four things from the proxy -- a port per node to
-advertise, rules for `fault: {proxy: ...}` steps, a transcript per case, and a clean stop --
-and nothing else of its internals. Where the proxy cannot stand in front of a target (the
-target cannot advertise another address per node), `can_front` says why and cases that need
-the proxy are not applicable there.
+Why behind an adapter: the runner needs four things from the proxy -- a port per node, rules
+for `fault: {proxy: ...}` steps, a transcript per case, and a clean stop -- and nothing else of
+its internals.
 
-How it sits: in front of every node. Node i's `advertised.listeners` names proxy port i
-(`node_configs()`, handed to Target.start), so clients bootstrap from the proxy and every
-later connection (after Metadata / FindCoordinator) goes through it too -- and so do the
-brokers' connections to each other, since they dial the advertised PLAINTEXT listener
-(inter.broker.listener.name): replica Fetch, WriteTxnMarkers and AddPartitionsToTxn
-verification cross the proxy, and a rule's `from: broker` / `from: client` tells them apart.
-The proxy runs before the target starts and follows the target's addresses (`follow`),
-because brokers fetch from each other while the cluster is still starting. A restarted node
-keeps its port (same command line), and a new connection asks the target again anyway.
-One proxy lives as long as one started target; its transcript restarts with every case.
+Two ways to stand in front (`front_mode`):
+- ADVERTISE, where the target takes `advertised.listeners` per node (the embedded broker,
+  Apache Kafka, librdkafka's mock): node i advertises proxy port i (`node_configs()`, handed to
+  Target.start), so clients bootstrap from the proxy and every later connection goes through
+  it -- and so do the brokers' connections to each other, since they dial the advertised
+  PLAINTEXT listener (inter.broker.listener.name): replica Fetch, WriteTxnMarkers and
+  AddPartitionsToTxn verification cross the proxy, and a rule's `from: broker` / `from: client`
+  tells them apart. The proxy runs before the target starts and follows the target's addresses
+  (`follow`), because brokers fetch from each other while the cluster is still starting.
+- REWRITE, for every other target (Tansu, kfake, an external cluster) and for an instance
+  several case runs share at once (each run gets its own proxy, so its rules and transcript
+  are its own): the proxy is put in front after the target started, one port per node id,
+  and rewrites the broker addresses in the responses that name them (conformance/proxy/
+  rewrite.py), so clients never bypass it. Brokers then reach each other directly: a case
+  whose rules act on broker-to-broker traffic needs the first way.
+A restarted node keeps its port (same command line), and a new connection asks again anyway.
 """
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
 
+from ..dsl.model import Case
 from ..proxy import ProxyServer, Rule
 from ..targets import NotApplicable, Target
 
+ADVERTISE = "advertise"
+REWRITE = "rewrite"
 
-def can_front(target_cls: type[Target], nodes: int) -> str | None:
-    """None when the proxy can stand in front of this target, else the reason it cannot."""
-    if not target_cls.advertises_listeners:
-        return (f"target {target_cls.name!r} cannot advertise the proxy's address (no advertised.listeners "
-                "broker config), so clients would bypass the proxy after Metadata")
-    if nodes != 1 and not target_cls.per_node_configs:
-        if "multi_node" not in target_cls.static_capabilities:
-            return f"target {target_cls.name!r} runs one node; the case needs {nodes}"
-        return (f"target {target_cls.name!r} cannot give each of its {nodes} nodes its own advertised.listeners, "
-                "so the proxy cannot stand in front of every node")
-    return None
+
+def front_mode(target_cls: type[Target], case: Case, shared: bool = False) -> str:
+    """How the proxy stands in front of this target for this case (module doc); NotApplicable
+    when the case's rules need broker-to-broker traffic to cross a proxy that cannot see it."""
+    advertise = target_cls.advertises_listeners and (case.topology.nodes == 1 or target_cls.per_node_configs)
+    if advertise and not shared:
+        return ADVERTISE
+    if case.needs_broker_traffic():
+        why = ("the instance is shared by parallel case runs" if advertise else
+               f"target {target_cls.name!r} cannot advertise the proxy's addresses to its brokers")
+        raise NotApplicable(f"the case's proxy rules act on broker-to-broker traffic, which would not cross the "
+                            f"proxy: {why}")
+    return REWRITE
 
 
 class ProxyFront:
-    """One proxy in front of every node (ids 1..nodes) of one target.
+    """One proxy in front of every node of one target (module doc).
 
-    Order: ``front = ProxyFront(n)``; ``front.follow(target)`` (proxy running, upstreams
-    follow ``target.addresses``); ``target.start(..., node_configs=front.node_configs())``;
-    ``bootstrap = front.attach(target)``.
+    Advertising (ids 1..nodes): ``front = ProxyFront(n)``; ``front.follow(target)`` (proxy
+    running, upstreams follow ``target.addresses``); ``target.start(...,
+    node_configs=front.node_configs())``; ``bootstrap = front.attach(target)``.
+    Rewriting: ``front = ProxyFront.rewriting(started_target)``; ``front.bootstrap``.
     """
 
     def __init__(self, nodes: int = 1) -> None:
@@ -56,6 +66,26 @@ class ProxyFront:
         self._target_ids: list[int] = list(self.nodes)
         self._rules: list[int] = []
         self._started = False
+        self.mode = ADVERTISE
+
+    @classmethod
+    def rewriting(cls, target: Target) -> "ProxyFront":
+        """A proxy in front of an already started target: a port per node id, pointing at the
+        node's address, with the broker addresses in responses rewritten to those ports."""
+        front = cls.__new__(cls)
+        front.server = ProxyServer()
+        front._target_ids = target.node_ids()
+        front.nodes = {i: front.server.add_node(i, upstream=target.addresses[i]) for i in front._target_ids}
+        front._rules = []
+        front._started = False
+        front.mode = REWRITE
+        front._start()
+        return front
+
+    @property
+    def bootstrap(self) -> str:
+        """Every proxy port: what clients bootstrap from."""
+        return self.server.bootstrap
 
     @property
     def node(self):

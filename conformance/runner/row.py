@@ -33,8 +33,8 @@ from .checks import evaluate
 from .faults import plan_broker_configs
 from .namespace import Namespace
 from .observe import observe
-from .proxying import can_front
-from .slots import TargetSlot
+from .proxying import ADVERTISE, REWRITE, ProxyFront, front_mode
+from .slots import SharedTargets, TargetSlot, reuse_key
 
 #: Broker configs that change transactional behaviour: a target that cannot apply them
 #: (Tansu, external) makes a case that sets them not applicable.
@@ -44,6 +44,20 @@ BEHAVIOUR_CONFIG_PREFIXES = ("transaction", "transactional.id", "producer.id", "
 #: elsewhere (fault points: plan_broker_configs says why one cannot be realised).
 LATE_CAPABILITIES = frozenset({"transactions", "describe_transactions", "list_transactions",
                                "describe_producers", "multi_node", "fault_points"})
+
+
+@dataclass(frozen=True)
+class RowPlan:
+    """How a row runs, decided before anything starts."""
+
+    broker_configs: dict[str, str]
+    #: ADVERTISE (the target's own proxy), REWRITE (the row's own proxy) or None.
+    proxy: str | None
+    #: On the run's shared instance of the target (slots.SharedTargets), not the worker's own.
+    shared: bool
+
+    def key(self, case: Case) -> tuple:
+        return reuse_key(case, self.broker_configs, self.proxy == ADVERTISE) + (self.shared,)
 
 
 @dataclass
@@ -64,34 +78,33 @@ def _behaviour_configs(case: Case) -> dict[str, str]:
     return {k: v for k, v in case.topology.broker_configs.items() if k.startswith(BEHAVIOUR_CONFIG_PREFIXES)}
 
 
-def wants_proxy(case: Case, slot: TargetSlot) -> bool:
-    """Whether the proxy stands in front of the target for this row (NotApplicable when the
-    case needs it and it cannot)."""
-    reason = can_front(slot.cls, case.topology.nodes)
-    if case.needs_proxy():
-        if reason:
-            raise NotApplicable(f"the case needs the proxy: {reason}")
-        return True
-    return slot.proxy_mode == "auto" and reason is None
-
-
-def row_plan(case: Case, slot: TargetSlot) -> tuple[dict[str, str], bool]:
-    """(broker configs, proxy in front) for a case on a slot's target; NotApplicable with the
-    reason when the target cannot run it at all (decided before anything starts)."""
+def row_plan(case: Case, slot: TargetSlot, can_share: bool = True) -> RowPlan:
+    """How the case runs on the slot's target (RowPlan); NotApplicable with the reason when the
+    target cannot run it at all (decided before anything starts). A fault-free case runs on the
+    run's shared instance where the target is shareable (slots.py)."""
     missing_clients = [c for c in case.pinned_clients() if not CLIENTS[c].availability()[0]]
     if missing_clients:
         raise NotApplicable(f"the case pins client(s) {missing_clients}, not available here")
     lacking = sorted(case.needed_capabilities() - LATE_CAPABILITIES - set(slot.cls.static_capabilities))
     if lacking:
         raise NotApplicable(f"target {slot.name!r} lacks {', '.join(lacking)}, which the case's faults need")
-    want_proxy = wants_proxy(case, slot)
     if not slot.cls.applies_broker_configs and _behaviour_configs(case):
         raise NotApplicable(f"target {slot.name!r} cannot apply the broker configs {_behaviour_configs(case)}")
-    return {**case.topology.broker_configs, **plan_broker_configs(case, slot.cls)}, want_proxy
+    shared = can_share and slot.cls.shareable and not case.node_faults() and not case.needs_broker_traffic()
+    proxy = None
+    if case.needs_proxy():
+        if slot.proxy_mode == "off":
+            raise NotApplicable("the case needs the proxy, and this run has it off (--proxy off)")
+        proxy = front_mode(slot.cls, case, shared)
+    elif slot.proxy_mode == "auto":
+        proxy = front_mode(slot.cls, case, shared)
+    return RowPlan({**case.topology.broker_configs, **plan_broker_configs(case, slot.cls)}, proxy, shared)
 
 
-def run_one(case: Case, slot: TargetSlot, client: str, ctx: RowContext, fresh: bool) -> dict:
-    """Run one case on one target with one client; always returns a results row."""
+def run_one(case: Case, slot: TargetSlot, client: str, ctx: RowContext, fresh: bool,
+            shared: SharedTargets | None = None) -> dict:
+    """Run one case on one target with one client; always returns a results row. `shared`: the
+    run's shared instances (None: every row on the slot's own)."""
     started_at = now_iso()
     t0 = time.monotonic()
     art_rel = Path("artifacts") / slot.name / client / _safe(case.id)
@@ -111,9 +124,18 @@ def run_one(case: Case, slot: TargetSlot, client: str, ctx: RowContext, fresh: b
     raw_outcome: dict = {}
     log_offsets: dict[Path, int] = {}
     target = None
+    plan: RowPlan | None = None
+    proxy: ProxyFront | None = None
     try:
-        broker_configs, want_proxy = row_plan(case, slot)
-        target, bootstrap = slot.acquire(case, broker_configs, want_proxy, fresh)
+        plan = row_plan(case, slot, shared is not None and not fresh)
+        if plan.shared:
+            target, bootstrap = shared.acquire(slot.name, case, plan.broker_configs)
+        else:
+            target, bootstrap = slot.acquire(case, plan.broker_configs, plan.proxy, fresh)
+            proxy = slot.proxy
+        if plan.proxy == REWRITE:
+            proxy = ProxyFront.rewriting(target)
+            bootstrap = proxy.bootstrap
         row["target_version"] = target.version
         essential = target.unappliable_configs(_behaviour_configs(case))
         if essential:
@@ -124,9 +146,9 @@ def run_one(case: Case, slot: TargetSlot, client: str, ctx: RowContext, fresh: b
         log_offsets = _log_sizes(target)
         if case.topology.topics:
             target.create_topics([dataclasses.replace(t, name=ns.name(t.name)) for t in case.topology.topics])
-        if slot.proxy is not None:
-            slot.proxy.begin_case()
-        case_run = CaseRun(case, target, client, bootstrap, ns, art, slot.proxy)
+        if proxy is not None:
+            proxy.begin_case()
+        case_run = CaseRun(case, target, client, bootstrap, ns, art, proxy)
         try:
             steps = case_run.run_steps()
         finally:
@@ -140,8 +162,8 @@ def run_one(case: Case, slot: TargetSlot, client: str, ctx: RowContext, fresh: b
         crashed = target.health()
         if crashed:
             raise TargetCrashed(None, crashed)
-        if slot.proxy is not None:
-            steps.checks += slot.proxy.fault_checks()
+        if proxy is not None:
+            steps.checks += proxy.fault_checks()
         raw_outcome = {"steps": steps.records, **observed, "faults": steps.fault_events}
         outcome = ns.unmap(raw_outcome)
         checks = steps.checks + evaluate(case, outcome, client)
@@ -166,7 +188,7 @@ def run_one(case: Case, slot: TargetSlot, client: str, ctx: RowContext, fresh: b
     except NotApplicable as exc:
         row["verdict"] = "not_applicable"
         row["reason"] = exc.reason
-        slot.dirty = slot.dirty or target is not None
+        slot.dirty = slot.dirty or (target is not None and not plan.shared)
     except TargetUnavailable as exc:
         row["verdict"] = "not_applicable"
         row["reason"] = str(exc)
@@ -178,16 +200,22 @@ def run_one(case: Case, slot: TargetSlot, client: str, ctx: RowContext, fresh: b
     finally:
         if case_run is not None:
             case_run.close()
-        if slot.proxy is not None and target is not None:
-            path = slot.proxy.end_case(art / "transcript.jsonl")
+        if proxy is not None:
+            path = proxy.end_case(art / "transcript.jsonl")
             if path is not None:
                 row["artifacts"]["transcript"] = str(art_rel / "transcript.jsonl")
-        row["artifacts"]["logs"] = _copy_logs(slot, log_offsets, art, art_rel)
+            if proxy is not slot.proxy:
+                proxy.stop()
+        row["artifacts"]["logs"] = _copy_logs(target, log_offsets, art, art_rel)
         (art / "steps.json").write_text(json.dumps(ns.unmap(raw_outcome.get("steps", [])), indent=1, default=str))
         drivers = sorted(str(art_rel / p.name) for p in art.glob("*.log") if not p.name.startswith("broker-"))
         if drivers:
             row["artifacts"]["driver_logs"] = drivers
-        slot.after_row(fresh)
+        if plan is not None and plan.shared:
+            if target is not None:
+                shared.release(slot.name, target, healthy=row["verdict"] != "crash")
+        else:
+            slot.after_row(fresh)
     row["duration_s"] = round(time.monotonic() - t0, 3)
     return row
 
@@ -203,12 +231,12 @@ def _log_sizes(target) -> dict[Path, int]:
     return out
 
 
-def _copy_logs(slot: TargetSlot, offsets: dict[Path, int], art: Path, art_rel: Path) -> list[str]:
+def _copy_logs(target, offsets: dict[Path, int], art: Path, art_rel: Path) -> list[str]:
     """The part of every broker log written during this case, beside the results."""
-    if slot.target is None:
+    if target is None:
         return []
     out = []
-    for path in slot.target.log_files():
+    for path in target.log_files():
         name = f"broker-{path.parent.name}-{path.name}"
         try:
             with open(path, "rb") as src, open(art / name, "wb") as dst:

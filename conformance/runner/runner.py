@@ -10,10 +10,13 @@ Apache Kafka 4.x in ~3.6 s):
 
 Parallel rows (`jobs`): the rows (case x target x client) are independent, and a row spends most
 of its time waiting -- on timeouts the case sets, on client start-up, on the broker -- so N
-workers run N rows at once. Each worker owns its target instances (its own brokers, its own
-proxy and work directory), so no row can see another's frames, rules or broker state. Work is
-handed out so that a worker keeps getting rows its started instance can serve (same target and
-reuse key), which keeps starts few. `jobs=1` is the sequential run, through the same code.
+workers run N rows at once. Each worker owns its target instances (slots.TargetSlot: its own
+brokers, proxy and work directory), except that fault-free rows on a target built for many
+clients (Apache Kafka: `shareable`) run on one shared instance per broker configuration
+(slots.SharedTargets), each behind its own rewriting proxy -- so no row sees another's frames,
+rules or broker state. Work is handed out so that a worker keeps getting rows its own instance
+can serve (same target and reuse key), which keeps starts few. `jobs=1` is the sequential run,
+through the same code and the same instances.
 
 The results are the same whatever `jobs` is: rows go to DIR/results.jsonl as they finish (so an
 interrupted run keeps what it did), and when the run ends the file is rewritten in the plan's
@@ -38,7 +41,7 @@ from conformance.targets import NotApplicable, target_class
 
 from ..dsl.model import Case
 from .row import RowContext, now_iso, row_plan, run_one
-from .slots import TargetSlot
+from .slots import SharedTargets, TargetSlot
 
 #: Rows one worker of a 2-core machine can overlap: a row is mostly waiting (measured: 5 min of
 #: CPU in a 14 min sequential run), so two per core keeps the cores busy without making the
@@ -145,10 +148,9 @@ class WorkQueue:
     @staticmethod
     def _key(row: PlannedRow, slot: TargetSlot) -> tuple | None:
         try:
-            configs, want_proxy = row_plan(row.case, slot)
+            return row_plan(row.case, slot).key(row.case)
         except NotApplicable:
             return None  # decided without starting anything
-        return TargetSlot.reuse_key(row.case, configs, want_proxy)
 
     @staticmethod
     def _group(rk: tuple[PlannedRow, tuple | None]) -> tuple:
@@ -163,7 +165,8 @@ class WorkQueue:
                 return None
             for i, (row, key) in enumerate(self._pending):
                 slot = slots.get(row.target)
-                if key is not None and slot is not None and slot.holds(key):
+                # key[-1]: the row runs on a shared instance, which any worker may use
+                if key is not None and not key[-1] and slot is not None and slot.holds(key[:-1]):
                     return self._pending.pop(i)[0]
             return self._pending.pop(0)[0]
 
@@ -189,6 +192,7 @@ def run(opts: RunOptions, on_row: OnRow | None = None, on_start: OnStart | None 
             "clients": opts.clients, "cases": [c.id for c in opts.cases], "reference_target": reference,
             "jobs": jobs, "target_starts": {}, "target_start_seconds": {}}
     queue = WorkQueue(rows_plan, opts.proxy)
+    shared = SharedTargets(opts.target_options, work)
     done_rows: dict[int, dict] = {}
     lock = threading.Lock()
     errors: list[BaseException] = []
@@ -206,7 +210,7 @@ def run(opts: RunOptions, on_row: OnRow | None = None, on_start: OnStart | None 
                                                            work / f"w{wid}", opts.proxy)
                 if on_start:
                     on_start(item.case.id, item.target, item.client, wid)
-                row = run_one(item.case, slot, item.client, ctx, opts.fresh)
+                row = run_one(item.case, slot, item.client, ctx, opts.fresh, shared)
                 with lock:
                     done_rows[item.index] = row
                     with open(results_path, "a", encoding="utf-8") as out:
@@ -231,6 +235,10 @@ def run(opts: RunOptions, on_row: OnRow | None = None, on_start: OnStart | None 
             t.start()
         for t in threads:
             t.join()
+    shared.stop_all()
+    for name, n in shared.starts.items():
+        meta["target_starts"][name] = meta["target_starts"].get(name, 0) + n
+        meta["target_start_seconds"].setdefault(name, []).extend(round(s, 3) for s in shared.start_seconds[name])
     if errors:
         raise errors[0]
     rows = [done_rows[p.index] for p in rows_plan]

@@ -152,6 +152,8 @@ class Target(abc.ABC):
         self.workdir: Path | None = None
         #: Broker configs given at start that the target said it does not apply.
         self.unapplied_configs: dict[str, str] = {}
+        #: API key -> (min, max) version, as ApiVersions said at start.
+        self.api_ranges: dict[int, tuple[int, int]] = {}
         self._discovered: frozenset[str] = frozenset()
         self._finalized_features: dict[str, int] = {}
         #: Seconds spent in each start phase (launch, brokers, topics, coordinators, total).
@@ -176,6 +178,17 @@ class Target(abc.ABC):
     def finalized_features(self) -> dict[str, int]:
         """Finalized feature levels (transaction.version, ...) from ApiVersions v3+, after start."""
         return dict(self._finalized_features)
+
+    def require_api(self, api_name: str, api_key: int, version: int) -> None:
+        """NotApplicable unless the target said (ApiVersions) it serves this API at this version:
+        a case written for EndTxn v5 says nothing about a broker that only speaks v0-4."""
+        rng = self.api_ranges.get(api_key)
+        if rng is None:
+            raise NotApplicable(f"target {self.name!r} does not serve {api_name} (API key {api_key} is not in "
+                                f"its ApiVersions); the case sends it")
+        if not rng[0] <= version <= rng[1]:
+            raise NotApplicable(f"target {self.name!r} serves {api_name} v{rng[0]}-{rng[1]}; the case sends "
+                                f"v{version}")
 
     def require(self, capability: str, action: str) -> None:
         if capability not in self.capabilities:
@@ -469,3 +482,4 @@ class Target(abc.ABC):
             found.add("transactions")
         self._discovered = frozenset(found)
         self._finalized_features = dict(versions.finalized_features)
+        self.api_ranges = dict(versions.api_versions)
