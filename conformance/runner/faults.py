@@ -42,8 +42,8 @@ def plan_broker_configs(case: Case, target_cls: type[Target]) -> dict[str, str]:
         f = points[0]
         raise NotApplicable(
             f"target {target_cls.name!r} cannot {f.action} the {f.target.role} exactly at protocol point "
-            f"{f.at!r}: it has no fault points in its code, and no proxy rule is exact there (the "
-            f"point lies where {PROTOCOL_POINTS[f.at]}: inside the broker, with no client frame to act on)")
+            f"{f.at!r}: it has no fault points in its code, and no proxy rule is exact there (at that point: "
+            f"{PROTOCOL_POINTS[f.at]} -- inside the broker, with no client frame to act on)")
     arms: dict[str, Arm] = {}
     seen: dict[str, FaultDef] = {}
     for f in points:
