@@ -226,6 +226,8 @@ class BaseDriver:
 
     def op_close(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
         which = args.get("which", "all")
+        if args.get("timeout_ms") is not None:  # how long a close may wait (0: not at all)
+            deadline = Deadline(max(0.0, min(float(args["timeout_ms"]), deadline.remaining_ms())))
         closed = []
         for kind in self.CLIENT_KINDS:
             client = getattr(self, kind)

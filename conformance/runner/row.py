@@ -157,7 +157,7 @@ def run_one(case: Case, slot: TargetSlot, client: str, ctx: RowContext, fresh: b
             slot.dirty = True
         # Observe while the actors still live: closing a producer aborts its open transaction
         # (librdkafka does), which would change what the case left behind.
-        observed = observe(case, client, bootstrap, ns, art)
+        observed = observe(case, client, target, bootstrap, ns, art)
         case_run.close()
         crashed = target.health()
         if crashed:

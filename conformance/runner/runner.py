@@ -125,13 +125,27 @@ def attach_diffs(rows: list[dict], reference: str | None) -> None:
 
 
 # ============================================================================ work hand-out
+def cost_class(case: Case) -> int:
+    """A coarse guess of a row's length from the case alone: 2 for a multi-node cluster (start,
+    elections: 30-60 s on Apache Kafka), 1 for a case that waits 5 s or more on its own
+    waits, proxy delays and node faults, else 0."""
+    if case.topology.nodes > 1:
+        return 2
+    waited = sum(s.wait_ms for s in case.steps if s.kind == "wait")
+    waited += sum(f.proxy.delay_ms or 0 for f in case.faults() if f.proxy is not None)
+    waited += 5000 * len(case.node_faults())
+    return 1 if waited >= 5000 else 0
+
+
 class WorkQueue:
     """The rows not yet started, handed out so that workers keep their instances busy.
 
-    Order: per target, the rows whose target instance can be reused are grouped by reuse key
-    (topology, broker configs, proxy) -- fault-free cases before those that dirty an instance
-    -- and a worker asks for a row its slot already holds an instance for before taking the
-    next in line."""
+    Order: the long rows first (cost_class: multi-node clusters, then cases that wait on
+    faults and timeouts), so that the run does not end on one of them while the other workers
+    are idle; within that, per target, the rows whose target instance can be reused grouped by
+    reuse key (topology, broker configs, proxy) -- fault-free cases before those that dirty an
+    instance -- and a worker asks for a row its slot already holds an instance for before
+    taking the next in line."""
 
     def __init__(self, rows: list[PlannedRow], proxy_mode: str) -> None:
         self._lock = threading.Lock()
@@ -142,7 +156,7 @@ class WorkQueue:
             keyed.append((r, self._key(r, slot)))
         # Stable sort: the plan's order within a group; groups of a target stay together.
         targets = list(dict.fromkeys(r.target for r in rows))
-        keyed.sort(key=lambda rk: (targets.index(rk[0].target),) + self._group(rk))
+        keyed.sort(key=lambda rk: (-cost_class(rk[0].case), targets.index(rk[0].target)) + self._group(rk))
         self._pending: list[tuple[PlannedRow, tuple | None]] = keyed
 
     @staticmethod

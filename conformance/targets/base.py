@@ -423,6 +423,37 @@ class Target(abc.ABC):
             raise KeyError(f"topic {topic!r} has no partition {partition}")
         return p.leader, p.replicas, p.isr
 
+    #: ListOffsets errors that mean "ask again": NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE,
+    #: UNKNOWN_TOPIC_OR_PARTITION (metadata not yet everywhere), and the epoch/fencing answers
+    #: of a leader change under way.
+    RETRIABLE_OFFSET_ERRORS = frozenset({3, 5, 6, 74, 75})
+
+    def end_offsets(self, partitions: list[tuple[str, int]], read_committed: bool,
+                    timeout: float = 10.0) -> dict[tuple[str, int], int]:
+        """Where each partition ends, as its leader says (ListOffsets latest): the high watermark,
+        or with read_committed the last stable offset. A broker fact, asked over the wire like
+        every other question here; RuntimeError names a partition that answers an error."""
+        left = list(partitions)
+        out: dict[tuple[str, int], int] = {}
+
+        def probe() -> bool | None:
+            by_leader: dict[int, list[tuple[str, int]]] = {}
+            for topic, partition in left:
+                by_leader.setdefault(self.partition_leader(topic, partition), []).append((topic, partition))
+            for leader, tps in by_leader.items():
+                if leader < 0 or leader not in self.addresses or leader in self.down:
+                    continue
+                for tp, (offset, error) in wire.list_offsets(self.addresses[leader], tps, read_committed).items():
+                    if error == 0:
+                        out[tp] = offset
+                        left.remove(tp)
+                    elif error not in self.RETRIABLE_OFFSET_ERRORS:
+                        raise RuntimeError(f"ListOffsets {tp[0]}-{tp[1]}: {error_name(error)}")
+            return True if not left else None
+
+        wait_until(f"end offsets of {left}", probe, timeout, interval=0.05)
+        return out
+
     def _live_bootstrap(self) -> str:
         live = self.live_addresses()
         if not live:

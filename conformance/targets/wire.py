@@ -25,6 +25,7 @@ from kafka.protocol.metadata.find_coordinator import (
     FindCoordinatorRequest,
     FindCoordinatorResponse,
 )
+from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 
 from broker_impl.codec import FrameError, read_frame
@@ -191,3 +192,36 @@ def metadata(
         out_topics[t.name] = TopicMetadata(t.name, t.error_code, parts)
     controller = resp.controller_id if version >= 1 else -1
     return ClusterMetadata(brokers, controller, out_topics)
+
+
+#: ListOffsets' timestamp for "the end": the high watermark (read_uncommitted) or the last stable
+#: offset (read_committed, isolation level 1).
+LATEST = -1
+
+
+def list_offsets(
+    address: tuple[str, int], partitions: list[tuple[str, int]], read_committed: bool, timeout: float = 5.0
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """ListOffsets(latest) of partitions this node leads: (topic, partition) -> (offset, error
+    code), at the highest version both sides speak (read_committed needs v2+)."""
+    versions = api_versions(address, timeout)
+    version = versions.max_version(ListOffsetsRequest.API_KEY, ListOffsetsRequest.max_version)
+    if version is None or (read_committed and version < 2):
+        raise WireError("the node does not offer ListOffsets with an isolation level")
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in partitions:
+        by_topic.setdefault(topic, []).append(partition)
+    T = ListOffsetsRequest.ListOffsetsTopic
+    req = ListOffsetsRequest(
+        replica_id=-1, isolation_level=1 if read_committed else 0,
+        topics=[T(name=t, partitions=[T.ListOffsetsPartition(partition_index=p, timestamp=LATEST,
+                                                             current_leader_epoch=-1, max_num_offsets=1)
+                                      for p in ps])
+                for t, ps in by_topic.items()])
+    resp = _round_trip(address, req, ListOffsetsResponse, version, timeout)
+    out = {}
+    for t in resp.topics:
+        for p in t.partitions:
+            offset = p.offset if version >= 1 else (p.old_style_offsets or [-1])[0]
+            out[(t.name, p.partition_index)] = (offset, p.error_code)
+    return out

@@ -318,19 +318,23 @@ public final class Driver {
     @SuppressWarnings("deprecation")
     private JsonNode close(JsonNode a, Deadline d) {
         String which = a.path("which").asText("all");
+        // timeout_ms bounds how long each close may wait for in-flight work (0: not at all).
+        Duration wait = a.has("timeout_ms")
+                ? Duration.ofMillis(Math.max(0, Math.min(a.get("timeout_ms").asLong(), d.remainingMs())))
+                : d.remaining();
         ArrayNode closed = Outcomes.JSON.createArrayNode();
         if ((which.equals("producer") || which.equals("all")) && producer != null) {
-            producer.close(d.remaining());
+            producer.close(wait);
             producer = null;
             closed.add("producer");
         }
         if ((which.equals("consumer") || which.equals("all")) && consumer != null) {
-            consumer.close(d.remaining());
+            consumer.close(wait);
             consumer = null;
             closed.add("consumer");
         }
         if ((which.equals("admin") || which.equals("all")) && admin != null) {
-            admin.close(d.remaining());
+            admin.close(wait);
             admin = null;
             closed.add("admin");
         }
