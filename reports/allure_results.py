@@ -6,7 +6,7 @@ The runner's pytest plugin writes allure-results itself when run with
 one ``<uuid>-result.json`` per case x target x client, attachments beside
 them, ``categories.json`` and ``environment.properties``.
 
-Mapping: verdict pass/fail/not_applicable/error -> Allure
+Mapping: verdict pass/fail/crash/not_applicable/error -> Allure
 passed/failed/skipped/broken; ``outcome.steps`` -> steps, and the case's
 checks as steps under "checks"; labels target, client, their versions,
 parentSuite (the case's theme), suite (the case), subSuite (the target),
@@ -28,13 +28,14 @@ from pathlib import Path
 from .results import by_case
 from .side_by_side import render_case
 
-STATUS = {"pass": "passed", "fail": "failed", "not_applicable": "skipped", "error": "broken"}
+STATUS = {"pass": "passed", "fail": "failed", "crash": "failed", "not_applicable": "skipped", "error": "broken"}
 
 # Allure puts a result in the FIRST category that matches, so the order says
 # which wins: a failed invariant over a divergence (the message of such a
 # row still names the divergence), a divergence over a pass.
 
 CATEGORIES = [
+    {"name": "target crashed", "messageRegex": "(?s).*TARGET CRASHED.*", "matchedStatuses": ["failed"]},
     {"name": "fails an invariant", "messageRegex": "(?s).*INVARIANT FAILED.*", "matchedStatuses": ["failed"]},
     {"name": "diverges from Apache Kafka", "messageRegex": "(?s).*DIVERGES from .*",
      "matchedStatuses": ["passed", "failed", "broken", "skipped"]},
@@ -94,6 +95,8 @@ def _status_message(row: dict) -> tuple[str, str]:
     if row["verdict"] == "fail":
         failed = [c for c in row["checks"] if not c.get("passed")]
         lines.append("INVARIANT FAILED: " + "; ".join(f"{c['name']}: {c.get('message', '')}" for c in failed))
+    elif row["verdict"] == "crash":
+        lines.append(f"TARGET CRASHED: {row.get('reason') or 'no reason given'}")
     elif row["verdict"] == "not_applicable":
         lines.append(f"NOT APPLICABLE: {row.get('reason') or 'no reason given'}")
     elif row["verdict"] == "error":
@@ -145,7 +148,8 @@ def row_to_result(row: dict, run_dir: Path, w: _Writer, side_by_side: dict | Non
         attachments.append(w.text(f"diff vs {row.get('reference_target')}",
                                   json.dumps(row["diff"], indent=2, sort_keys=True), ".json"))
     arts = row.get("artifacts") or {}
-    for key, label in (("transcript", "transcript"), ("pcap", "pcap"), ("steps", "steps")):
+    for key, label in (("crash", "crash: the target's last words"), ("transcript", "transcript"), ("pcap", "pcap"),
+                       ("steps", "steps")):
         if arts.get(key):
             a = w.file(label, run_dir / arts[key])
             if a:

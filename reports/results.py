@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-VERDICTS = ("pass", "fail", "not_applicable", "error")
+VERDICTS = ("pass", "fail", "crash", "not_applicable", "error")
 REQUIRED = ("run_id", "case", "target", "client", "verdict")
 
 
