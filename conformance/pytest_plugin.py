@@ -1,10 +1,12 @@
 """pytest plugin: the conformance cases as parametrised tests.
 
-    pytest --kconform-target embedded --kconform-client confluent [--kconform-case 'txn/*']
+    pytest cases --kconform-target embedded --kconform-client confluent [--kconform-case 'txn/*']
            [--kconform-results DIR]
+    pytest cases/txn/basic_commit.yaml --kconform-target embedded -k java
 
 Each case x target x client is one test with the id `case[target-client]`
-(`txn/basic_commit[embedded-confluent]`): pass when every check holds, fail with the failed
+(`txn/basic_commit[embedded-confluent]`), collected from the case files pytest is pointed at
+(or, pointed elsewhere, from every selected case): pass when every check holds, fail with the failed
 checks and the diff against the reference target, skip when not applicable (with the reason).
 With allure-pytest active, every case step becomes an allure step, and the outcome, the diff
 and the proxy transcript are attached.
@@ -73,7 +75,7 @@ class KconformItem(pytest.Item):
         _allure_report(row, state["dir"])
         if row["verdict"] == "not_applicable":
             pytest.skip(f"not applicable: {row['reason']}")
-        if row["verdict"] in ("error", "crash"):
+        if row["verdict"] in ("error", "crash"):  # crash: the target died, not the case
             raise KconformError(f"{self.case.id} on {self.target_name} with {self.client}: {row['verdict']}: "
                                 f"{row['reason']}")
         if row["verdict"] == "fail":
@@ -111,15 +113,36 @@ class KconformError(Exception):
     pass
 
 
-class KconformCollector(pytest.Collector):
+def _items(parent, state: dict, cases) -> list["KconformItem"]:
+    """One item per case x target x client; the reference target's item of a case comes before
+    the others (they are diffed against its row)."""
+    targets = sorted(state["targets"], key=lambda t: t != state["reference"])
+    return [KconformItem.from_parent(parent, name=f"{case.id}[{target}-{client}]", case=case, target=target,
+                                     client=client)
+            for case in cases for target in targets for client in state["clients"]]
+
+
+class KconformCaseFile(pytest.File):
+    """A case file pytest walked into (`pytest cases/txn --kconform-target embedded`)."""
+
     def collect(self):
-        state = self.config.stash[_STATE_KEY]
-        targets = sorted(state["targets"], key=lambda t: t != state["reference"])
-        for target in targets:
-            for case in state["cases"]:
-                for client in state["clients"]:
-                    yield KconformItem.from_parent(self, name=f"{case.id}[{target}-{client}]", case=case,
-                                                   target=target, client=client)
+        case = self.config.stash[_STATE_KEY]["by_path"].get(self.path.resolve())
+        return _items(self, self.config.stash[_STATE_KEY], [case] if case is not None else [])
+
+
+class KconformCollector(pytest.Collector):
+    """Every selected case, when pytest was pointed elsewhere (e.g. at tests/)."""
+
+    def collect(self):
+        return _items(self, self.config.stash[_STATE_KEY], self.config.stash[_STATE_KEY]["cases"])
+
+
+def pytest_collect_file(file_path, parent):
+    if not _active(parent.config) or file_path.suffix != ".yaml" or _STATE_KEY not in parent.config.stash:
+        return None
+    if file_path.resolve() in parent.config.stash[_STATE_KEY]["by_path"]:
+        return KconformCaseFile.from_parent(parent, path=file_path)
+    return None
 
 
 def pytest_configure(config) -> None:
@@ -145,6 +168,7 @@ def pytest_configure(config) -> None:
             config.addinivalue_line("markers", f"kconform_{tag.replace('-', '_')}: kconform case tag {tag}")
     config.stash[_STATE_KEY] = {
         "targets": targets, "clients": clients, "cases": cases, "dir": results_dir, "results": results,
+        "by_path": {Path(c.path).resolve(): c for c in cases},
         "fresh": config.getoption("kconform_fresh"),
         "ctx": RowContext(new_run_id(), results_dir), "reference": reference, "reference_rows": {},
         "slots": {t: TargetSlot(t, {}, results_dir / "work", "auto") for t in targets},
@@ -155,12 +179,27 @@ def pytest_configure(config) -> None:
 def pytest_collection_modifyitems(session, config, items) -> None:
     if not _active(config):
         return
-    collector = KconformCollector.from_parent(session, name="kconform", nodeid="kconform")
-    ours = list(collector.collect())
-    if not config.getoption("kconform_keep_tests") and items:
-        config.hook.pytest_deselected(items=list(items))
-        items[:] = []
-    items.extend(ours)
+    ours = [i for i in items if isinstance(i, KconformItem)]
+    others = [i for i in items if not isinstance(i, KconformItem)]
+    if not ours:
+        # pytest was not pointed at the case files: every selected case, as items of their own
+        ours = KconformCollector.from_parent(session, name="kconform", nodeid="kconform").collect()
+        ours = [i for i in ours if _keyword_selected(config, i)]
+    if others and not config.getoption("kconform_keep_tests"):
+        config.hook.pytest_deselected(items=others)
+        others = []
+    items[:] = others + ours
+
+
+def _keyword_selected(config, item) -> bool:
+    """`-k` for items made after pytest's own keyword filter ran (KconformCollector's)."""
+    expr = config.getoption("keyword")
+    if not expr:
+        return True
+    from _pytest.mark.expression import Expression
+
+    names = {item.name, item.case.id, item.target_name, item.client}
+    return Expression.compile(expr).evaluate(lambda word: any(word in n for n in names))
 
 
 def pytest_unconfigure(config) -> None:
