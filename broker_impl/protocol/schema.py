@@ -16,7 +16,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
+import importlib.util
 from pathlib import Path
 
 #: Kafka's primitive field types, as spelled in the schemas.
@@ -199,8 +199,14 @@ def parse_message(text: str) -> MessageSpec:
 
 def schema_dirs() -> list[Path]:
     """Where the JSON schemas live: kafka-python's copy of Kafka's, then the
-    project's own directory of internal-topic schemas (``schemas/``)."""
-    dirs = [Path(str(resources.files("kafka.protocol.schemas.resources")))]
+    project's own directory of internal-topic schemas (``schemas/``).
+
+    The wheel's directory is found without importing kafka-python: its package
+    imports its whole client (~0.1 s), which every broker start would pay."""
+    spec = importlib.util.find_spec("kafka")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("kafka-python is not installed: its wheel carries Kafka's JSON message schemas")
+    dirs = [Path(spec.submodule_search_locations[0]) / "protocol" / "schemas" / "resources"]
     own = Path(__file__).with_name("schemas")
     if own.is_dir():
         dirs.append(own)
