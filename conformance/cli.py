@@ -29,6 +29,16 @@ def _cmd_targets(args) -> int:
     return 0
 
 
+def _cmd_clients(args) -> int:
+    from .clients import CLIENTS
+
+    width = max(len(name) for name in CLIENTS)
+    for name, spec in CLIENTS.items():
+        ok, detail = spec.availability()
+        print(f"{name:<{width}}  {'yes' if ok else 'no ':<3}  {detail}")
+    return 0
+
+
 def _cmd_report(args) -> int:
     served, single = report(args.results, args.out, analytics_dir=args.analytics)
     print(f"report: {single}")
@@ -61,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("targets", help="list the targets and whether each can start here")
     t.set_defaults(func=_cmd_targets)
+
+    c = sub.add_parser("clients", help="list the client drivers, whether each can run here, and their versions")
+    c.set_defaults(func=_cmd_clients)
 
     r = sub.add_parser("report", help="Allure HTML report of a run (served directory + single file)")
     r.add_argument("--results", required=True, help="the run's results directory")
