@@ -159,3 +159,10 @@ func Local(name, message, clientClass string) ErrorInfo {
 func TypeName(err error) string {
 	return strings.TrimPrefix(fmt.Sprintf("%T", err), "*")
 }
+
+// RetriableCode is Kafka's own classification of a wire error (its RetriableException family),
+// from the same table: for the driver's admin reads, never for a client's classification.
+func RetriableCode(code int16) bool {
+	var ke *kerr.Error
+	return errors.As(kerr.ErrorForCode(code), &ke) && ke.Code == code && ke.Retriable
+}

@@ -198,3 +198,16 @@ func TopicResult(name string, err error, normalise func(error, string) ErrorInfo
 	}
 	return map[string]any{"name": name, "error": nil}
 }
+
+// ReadRetryPause is the pause between two tries of an admin read.
+const ReadRetryPause = 200 * time.Millisecond
+
+// RetryRead runs an admin read (list_offsets) again while it fails in a way worth retrying and
+// the deadline leaves room, as Java's Admin retries retriable errors until its timeout: the
+// observer reads offsets right after a broker was killed, when a client's metadata still names
+// the dead node.
+func RetryRead(dl Deadline, read func() (retry bool)) {
+	for read() && dl.Remaining() > 2*ReadRetryPause {
+		time.Sleep(ReadRetryPause)
+	}
+}

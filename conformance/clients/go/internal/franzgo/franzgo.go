@@ -1072,17 +1072,23 @@ func (d *Driver) ListOffsets(a driver.Args, dl driver.Deadline) (map[string]any,
 	ctx, cancel := ctxFor(dl)
 	defer cancel()
 	var listed kadm.ListedOffsets
-	switch {
-	case spec == "earliest":
-		listed, err = adm.ListStartOffsets(ctx, names...)
-	case spec == "timestamp":
-		listed, err = adm.ListOffsetsAfterMilli(ctx, ts, names...)
-	case a.ReadCommitted():
-		listed, err = adm.ListCommittedOffsets(ctx, names...)
-	default:
-		listed, err = adm.ListEndOffsets(ctx, names...)
-	}
-	if err != nil {
+	driver.RetryRead(dl, func() bool {
+		switch {
+		case spec == "earliest":
+			listed, err = adm.ListStartOffsets(ctx, names...)
+		case spec == "timestamp":
+			listed, err = adm.ListOffsetsAfterMilli(ctx, ts, names...)
+		case a.ReadCommitted():
+			listed, err = adm.ListCommittedOffsets(ctx, names...)
+		default:
+			listed, err = adm.ListEndOffsets(ctx, names...)
+		}
+		if err == nil {
+			err = listed.Error()
+		}
+		return err != nil && worthRetrying(err)
+	})
+	if err != nil && len(listed) == 0 {
 		return nil, err
 	}
 	out := []any{}
@@ -1175,6 +1181,12 @@ func (d *Driver) Normalise(err error, op string) driver.ErrorInfo {
 		}
 	}
 	return info
+}
+
+// worthRetrying: a transport failure or a retriable Kafka error (kerr's flag).
+func worthRetrying(err error) bool {
+	var ke *kerr.Error
+	return !errors.As(err, &ke) || ke.Retriable
 }
 
 func withExtra(m map[string]any, k string, v any) map[string]any {

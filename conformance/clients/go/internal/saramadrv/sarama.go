@@ -6,8 +6,9 @@
 //
 //   - Sarama runs InitProducerId inside NewAsyncProducer, so create_producer only checks the config
 //     (Config.Validate) and init_transactions builds the client and the producer -- the call that
-//     initialises transactions, as Java's initTransactions. A producer without a transactional.id
-//     is built on first use.
+//     initialises transactions, as Java's initTransactions; when Sarama gives up on
+//     CONCURRENT_TRANSACTIONS it builds it again, as an application must (see InitTransactions).
+//     A producer without a transactional.id is built on first use.
 //   - begin/commit/abort are BeginTxn/CommitTxn/AbortTxn. Sarama speaks the older transaction
 //     protocol only (TV1: AddPartitionsToTxn before the first record to a partition, EndTxn <= v3)
 //     whatever the broker advertises, with the protocol versions of Config.Version (KafkaVersion:
@@ -127,8 +128,6 @@ func (d *Driver) common(conf *sarama.Config, addrs *[]string) map[string]func(st
 			return nil
 		},
 		"client.id": func(v string) error { conf.ClientID = v; return nil },
-		// Java's request.timeout.ms is the client-side wait for any response: Sarama's Net.ReadTimeout.
-		"request.timeout.ms": millis(func(t time.Duration) { conf.Net.ReadTimeout = t }),
 		"retry.backoff.ms": millis(func(t time.Duration) {
 			conf.Metadata.Retry.Backoff, conf.Producer.Retry.Backoff = t, t
 			conf.Producer.Transaction.Retry.Backoff, conf.Consumer.Retry.Backoff = t, t
@@ -182,15 +181,10 @@ func (d *Driver) producerConfig(cfg driver.Config) (*sarama.Config, []string, er
 		conf.Net.MaxOpenRequests = n
 		return err
 	}
-	base := m["request.timeout.ms"]
-	m["request.timeout.ms"] = func(v string) error {
-		if err := base(v); err != nil {
-			return err
-		}
-		ms, _ := driver.Millis(v)
-		conf.Producer.Timeout = time.Duration(ms) * time.Millisecond // the produce request's own timeout
-		return nil
-	}
+	// Sarama documents Producer.Timeout as "equivalent to the JVM producer's request.timeout.ms"
+	// (what the broker may take to answer a produce). Its client-side wait is Net.ReadTimeout
+	// (30 s), which Java has no separate name for: it stays Sarama's.
+	m["request.timeout.ms"] = millis(func(t time.Duration) { conf.Producer.Timeout = t })
 	if err := cfg.Apply(m); err != nil {
 		return nil, nil, err
 	}
@@ -233,6 +227,7 @@ func (d *Driver) consumerConfig(cfg driver.Config) (*sarama.Config, []string, er
 		return nil
 	}
 	m["enable.auto.commit"] = func(v string) (err error) { d.autoCommit, err = driver.Flag(v); return err }
+	m["request.timeout.ms"] = millis(func(t time.Duration) { conf.Net.ReadTimeout = t }) // no produce here
 	m["auto.commit.interval.ms"] = millis(func(t time.Duration) { conf.Consumer.Offsets.AutoCommit.Interval = t })
 	m["session.timeout.ms"] = millis(func(t time.Duration) { conf.Consumer.Group.Session.Timeout = t })
 	m["heartbeat.interval.ms"] = millis(func(t time.Duration) { conf.Consumer.Group.Heartbeat.Interval = t })
@@ -346,10 +341,6 @@ func (d *Driver) Close(a driver.Args, dl driver.Deadline) (map[string]any, error
 func (d *Driver) closeConsumer() {
 	d.stopPartitions()
 	d.assignment = nil
-	if d.offsets != nil {
-		_ = d.offsets.Close()
-		d.offsets = nil
-	}
 	if d.consumer != nil {
 		_ = d.consumer.Close()
 		d.consumer = nil
@@ -466,6 +457,12 @@ func delivered(msg *sarama.ProducerMessage) map[string]any {
 	return map[string]any{"topic": msg.Topic, "partition": msg.Partition, "offset": msg.Offset, "timestamp_ms": ts}
 }
 
+// InitTransactions builds the producer (NewAsyncProducer runs InitProducerId). Sarama gives up
+// on CONCURRENT_TRANSACTIONS -- its initProducerId retries only coordinator errors -- which Kafka
+// answers while it aborts the open transaction of a producer the new one fences (Kafka's Errors
+// has it retriable; Java retries it inside initTransactions). A Sarama application has to build
+// its producer again, so the driver does, within the deadline and after Sarama's own
+// Transaction.Retry.Backoff, and says how often Sarama gave up (concurrent_transactions).
 func (d *Driver) InitTransactions(a driver.Args, dl driver.Deadline) (map[string]any, error) {
 	if d.prodConf == nil {
 		return nil, driver.NoProducer()
@@ -473,10 +470,18 @@ func (d *Driver) InitTransactions(a driver.Args, dl driver.Deadline) (map[string
 	if d.producer != nil {
 		return nil, driver.Fail("ILLEGAL_STATE", "Sarama initialises a producer once, in NewAsyncProducer; start another driver")
 	}
-	if err := d.buildProducer(); err != nil {
-		return nil, err
+	gaveUp := 0
+	for {
+		err := d.buildProducer()
+		if err == nil {
+			return map[string]any{"concurrent_transactions": gaveUp}, nil
+		}
+		if !errors.Is(err, sarama.ErrConcurrentTransactions) || dl.Remaining() < d.prodConf.Producer.Transaction.Retry.Backoff {
+			return nil, err
+		}
+		gaveUp++
+		time.Sleep(d.prodConf.Producer.Transaction.Retry.Backoff)
 	}
-	return map[string]any{}, nil
 }
 
 func (d *Driver) BeginTransaction(a driver.Args, dl driver.Deadline) (map[string]any, error) {
@@ -686,14 +691,21 @@ func (d *Driver) Assign(a driver.Args, dl driver.Deadline) (map[string]any, erro
 	return map[string]any{}, nil
 }
 
+// stopPartitions ends the partition consumers and the offset manager. A partition offset
+// manager's Close waits until its OffsetManager releases it, which without auto-commit only the
+// manager's own Close does: so each is closed asynchronously, then the manager.
 func (d *Driver) stopPartitions() {
 	for _, p := range d.parts {
 		_ = p.pc.Close()
 		if p.pom != nil {
-			_ = p.pom.Close()
+			p.pom.AsyncClose()
 		}
 	}
 	d.parts = nil
+	if d.offsets != nil {
+		_ = d.offsets.Close()
+		d.offsets = nil
+	}
 }
 
 // started starts the assigned partitions' consumers if they are not running yet.
@@ -717,12 +729,8 @@ func (d *Driver) started() error {
 	}
 	parts := []*partition{}
 	stop := func() {
-		for _, p := range parts {
-			_ = p.pc.Close()
-			if p.pom != nil {
-				_ = p.pom.Close()
-			}
-		}
+		d.parts = parts
+		d.stopPartitions()
 	}
 	for _, tp := range d.assignment {
 		part := &partition{topic: tp.Topic, part: tp.Partition}
@@ -746,7 +754,7 @@ func (d *Driver) started() error {
 		}
 		if part.pc, err = d.consumer.ConsumePartition(tp.Topic, tp.Partition, start); err != nil {
 			if part.pom != nil {
-				_ = part.pom.Close()
+				part.pom.AsyncClose()
 			}
 			stop()
 			return err
@@ -1209,7 +1217,15 @@ func (d *Driver) ListOffsets(a driver.Args, dl driver.Deadline) (map[string]any,
 	out := []any{}
 	for _, tp := range tps {
 		row := map[string]any{"topic": tp.Topic, "partition": tp.Partition}
-		off, stamp, err := listOffsetTs(cl, tp.Topic, tp.Partition, at, a.ReadCommitted())
+		var off, stamp int64
+		driver.RetryRead(dl, func() bool {
+			off, stamp, err = listOffsetTs(cl, tp.Topic, tp.Partition, at, a.ReadCommitted())
+			if err == nil || !worthRetrying(err) {
+				return false
+			}
+			_ = cl.RefreshMetadata(tp.Topic) // the leader may have moved
+			return true
+		})
 		if err != nil {
 			row["error"] = d.Normalise(err, "list_offsets")
 		} else {
@@ -1312,6 +1328,16 @@ var sentinelNames = map[error]string{
 	sarama.ErrTransitionNotAllowed: "ErrTransitionNotAllowed", sarama.ErrInvalidPartition: "ErrInvalidPartition",
 	sarama.ErrAddPartitionsToTxn: "ErrAddPartitionsToTxn", sarama.ErrTxnOffsetCommit: "ErrTxnOffsetCommit",
 	sarama.ErrTxnUnableToParseResponse: "ErrTxnUnableToParseResponse",
+}
+
+// worthRetrying: a transport failure or a Kafka error Kafka classifies retriable (Sarama has no
+// such notion of its own).
+func worthRetrying(err error) bool {
+	var kerr sarama.KError
+	if errors.As(err, &kerr) {
+		return driver.RetriableCode(int16(kerr))
+	}
+	return true
 }
 
 func className(err error) string {
