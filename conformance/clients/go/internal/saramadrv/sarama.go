@@ -1181,7 +1181,7 @@ func listOffsetTs(cl sarama.Client, topic string, part int32, at int64, readComm
 	if err != nil {
 		return 0, 0, err
 	}
-	req := &sarama.OffsetRequest{Version: 2}
+	req := sarama.NewOffsetRequest(cl.Config().Version) // the version Sarama's own consumer sends
 	if readCommitted {
 		req.IsolationLevel = sarama.ReadCommitted
 	}
