@@ -13,6 +13,7 @@ from broker_impl.cli import build_parser as broker_parser
 from broker_impl.cli import run_from_args
 from reports.cli import report, transcript
 
+from .clients import CLIENTS
 from .runner.cli import add_run_parser
 from .targets import target_rows
 
@@ -30,8 +31,6 @@ def _cmd_targets(args) -> int:
 
 
 def _cmd_clients(args) -> int:
-    from .clients import CLIENTS
-
     width = max(len(name) for name in CLIENTS)
     for name, spec in CLIENTS.items():
         ok, detail = spec.availability()
