@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
-from conformance.clients import java_build
+from conformance.clients import go_build, java_build
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,14 @@ CLIENTS: dict[str, ClientSpec] = {
     "java": ClientSpec(
         "java", "Apache Kafka's Java client (org.apache.kafka:kafka-clients)",
         java_build.java_command, _java_availability, java_build.kafka_clients_version),
+    "franz-go": ClientSpec(
+        "franz-go", "franz-go (Go, github.com/twmb/franz-go)",
+        lambda: go_build.command("franz-go"), lambda: go_build.availability("franz-go"),
+        lambda: go_build.module_version("franz-go")),
+    "sarama": ClientSpec(
+        "sarama", "Sarama (Go, github.com/IBM/sarama)",
+        lambda: go_build.command("sarama"), lambda: go_build.availability("sarama"),
+        lambda: go_build.module_version("sarama")),
 }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import socket
 import time
 import uuid
 from typing import Any, Callable, Iterator
@@ -125,6 +126,15 @@ def compatible(broker: Broker, client: str) -> tuple[Broker, str]:
     if why:
         pytest.skip(why)
     return broker, client
+
+
+@pytest.fixture(scope="module")
+def dead_bootstrap() -> str:
+    """An address on which nothing listens (a port the kernel gave us, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"127.0.0.1:{port}"
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ behave as they would against a dead broker, which is exactly what deadline handl
 
 from __future__ import annotations
 
-import socket
 import sys
 import threading
 import time
@@ -19,15 +18,6 @@ from conformance.clients.confluent import normalise_kafka_error
 from conformance.clients.errors import KAFKA_ERRORS, kafka_code, kafka_name
 from conformance.clients.protocol import (OPS, ErrorInfo, decode_bytes, decode_reply, encode_bytes,
                                           encode_request)
-
-
-@pytest.fixture(scope="module")
-def dead_bootstrap() -> str:
-    """An address on which nothing listens (a port the kernel gave us, then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"127.0.0.1:{port}"
 
 
 # -- protocol pieces --------------------------------------------------------------------------------
@@ -129,12 +119,29 @@ def test_bad_payload_is_invalid_argument(client, spawn, dead_bootstrap):
     assert not outcome.ok and outcome.error.name == "INVALID_ARGUMENT", outcome.to_dict()
 
 
+# Clients configured with typed options, not property names: their driver maps Java's property
+# names and values onto the options, so it is the driver that rejects what it cannot map.
+TYPED_OPTIONS = {"franz-go", "sarama"}
+
+# Clients that give up at once when nothing listens at the bootstrap address (measured: franz-go's
+# ProducerID fails with its errProducerIDLoadFail wrapping the refused dial in ~5 ms; Sarama's
+# NewClient with ErrOutOfBrokers after Metadata.Retry.Max=3 tries, ~0.75 s) instead of blocking.
+FAIL_FAST_WITHOUT_BROKER = {"franz-go", "sarama"}
+
+
 def test_bad_config_is_reported_by_the_client(client, spawn):
     """Java rejects the mistyped value (it only warns about unknown keys), kafka-python the unknown key
-    (it does not check types), librdkafka both: each client's own validation answers."""
+    (it does not check types), librdkafka both: each client's own validation answers. The Go clients
+    take typed options: their drivers reject a key they cannot map, naming it."""
     proc = spawn(client)
     outcome = proc.call("create_producer", config={"bootstrap.servers": "127.0.0.1:1", "no.such.property": "x",
                                                    "transaction.timeout.ms": "not-a-number"})
+    if client in TYPED_OPTIONS:
+        assert not outcome.ok and outcome.error.origin == "driver", outcome.to_dict()
+        assert outcome.error.name == "INVALID_ARGUMENT", outcome.to_dict()
+        outcome = proc.call("create_producer", config={"bootstrap.servers": "127.0.0.1:1", "no.such.property": "x"})
+        assert not outcome.ok and "no.such.property" in outcome.error.message, outcome.to_dict()
+        return
     assert not outcome.ok and outcome.error.origin == "client", outcome.to_dict()
     assert outcome.error.name in ("INVALID_ARGUMENT", "CLIENT_ERROR"), outcome.to_dict()
 
@@ -142,13 +149,19 @@ def test_bad_config_is_reported_by_the_client(client, spawn):
 def test_blocked_library_call_is_answered_by_its_deadline(client, spawn, dead_bootstrap):
     """With no reachable broker the first op that needs one blocks in every client (kafka-python's
     constructor bootstraps; init_transactions waits up to max.block.ms in Java and kafka-python); the
-    driver still answers by the op's deadline and stays usable."""
+    driver still answers by the op's deadline and stays usable. franz-go and Sarama give up at once
+    (FAIL_FAST_WITHOUT_BROKER); test_go_drivers.py blocks them another way."""
     proc = spawn(client)
     outcome = proc.call("create_producer", deadline_ms=2_000,
                         config={"bootstrap.servers": dead_bootstrap, "transactional.id": "never-initialised"})
     if outcome.ok:
         outcome = proc.call("init_transactions", deadline_ms=2_000)
     assert not outcome.ok
+    if client in FAIL_FAST_WITHOUT_BROKER:
+        assert outcome.error.name == "NETWORK_EXCEPTION" and outcome.error.origin == "client", outcome.to_dict()
+        assert outcome.elapsed_ms < 2_000, outcome.to_dict()
+        assert proc.call("hello").ok and proc.alive
+        return
     assert outcome.error.name in ("REQUEST_TIMED_OUT", "DEADLINE_EXCEEDED"), outcome.to_dict()
     assert outcome.error.origin in ("client", "driver")  # not the runner: the driver answered by itself
     assert proc.call("hello").ok and proc.alive
