@@ -90,7 +90,7 @@ class ProxiedConnection:
             with trio.CancelScope(shield=True):
                 for stream in (self.client, self.upstream):
                     if self._reset:
-                        _arm_reset(stream)
+                        arm_reset(stream)
                     await stream.aclose()
 
     def sever(self, reset: bool = False, reason: str = "severed") -> None:
@@ -292,7 +292,7 @@ async def _send(dst: trio.SocketStream, out: list[bytes]) -> None:
     await dst.send_all(out[0] if len(out) == 1 else b"".join(out))
 
 
-def _arm_reset(stream: trio.SocketStream) -> None:
+def arm_reset(stream: trio.SocketStream) -> None:
     """SO_LINGER 0: the close that follows sends a RST, as a crashed peer or a firewall would."""
     try:
         stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))

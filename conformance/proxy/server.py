@@ -38,7 +38,7 @@ from typing import Callable, Iterable, Mapping
 
 import trio
 
-from .connection import ProxiedConnection
+from .connection import ProxiedConnection, arm_reset
 from .rules import Match, Rule, RuleBook
 from .transcript import Transcript
 
@@ -374,9 +374,13 @@ class ProxyServer:
             with trio.fail_after(self.connect_timeout):
                 up = await trio.open_tcp_stream(*upstream)
         except (OSError, trio.TooSlowError) as exc:
-            # The node is down: the client sees its connection close, as after a crash.
+            # The node is down. A dead node refuses the connection; the proxy has already
+            # accepted it, so the closest it can say is a reset (RST) -- never an orderly close,
+            # which a client reads as "something answered and hung up" (franz-go takes that for
+            # a TLS misconfiguration and stops retrying the node).
             self._event("refused", conn=conn_id, node=node.node_id, client=client_addr, broker=broker_addr,
                         reason=repr(exc))
+            arm_reset(client)
             await client.aclose()
             return
         conn = ProxiedConnection(self, node, conn_id, client, up, client_addr, broker_addr)

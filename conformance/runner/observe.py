@@ -32,6 +32,8 @@ from .namespace import Namespace
 #: One poll's window: short, because a poll returns only when it is over (or max_records came),
 #: and the observer stops as soon as its positions reach the ends.
 POLL_MS = 100
+#: How long the ends may take to settle (markers in flight), see _ends.
+SETTLE_MS = 1500
 #: When the ends are known (unknown), stop after this much time of empty polls in a row.
 EMPTY_MS, EMPTY_MS_NO_ENDS = 1500, 750
 
@@ -50,19 +52,9 @@ def observe(case: Case, client: str, target: Target, bootstrap: str, ns: Namespa
     proc = ClientProcess(client, label="observer", stderr_path=logdir / f"observer.{client}.log")
     try:
         proc.start()
-        ends: dict[str, dict[str, int]] = {}
+        ends = _ends(target, tps, deadline, errors) if tps else {}
         for iso, label in (("read_uncommitted", "high_watermark"), ("read_committed", "last_stable")):
-            if not tps:
-                break
-            try:
-                found = target.end_offsets([(tp["topic"], tp["partition"]) for tp in tps], iso == "read_committed",
-                                           timeout=max(1.0, deadline - time.monotonic()))
-            except (RuntimeError, TimeoutError, OSError, KeyError) as exc:  # KeyError: no such topic
-                errors.append(f"list_offsets({iso}): {exc}")
-                continue
-            for (topic, partition), offset in sorted(found.items()):
-                key = f"{topic}-{partition}"
-                ends.setdefault(iso, {})[key] = offset
+            for key, offset in ends.get(iso, {}).items():
                 out["offsets"].setdefault(key, {})[label] = offset
         for iso in case.observe.isolation:
             if not tps:
@@ -75,6 +67,29 @@ def observe(case: Case, client: str, target: Target, bootstrap: str, ns: Namespa
     if errors:
         out["observe_errors"] = errors
     return out
+
+
+def _ends(target: Target, tps: list[dict], deadline: float, errors: list[str]) -> dict[str, dict[str, int]]:
+    """{isolation: {"topic-p": end}}: the high watermark and the last stable offset. A commit's
+    or abort's markers are written after EndTxn is answered (Kafka sends them over the network):
+    while some partition's LSO is below its high watermark the ends are asked again, up to
+    SETTLE_MS, so the observation is what the case left behind, not a marker still in flight.
+    An LSO held by a transaction the case left open stays below, and is observed so."""
+    parts = [(tp["topic"], tp["partition"]) for tp in tps]
+    settle = time.monotonic() + SETTLE_MS / 1000
+    while True:
+        ends: dict[str, dict[str, int]] = {}
+        for iso in ("read_uncommitted", "read_committed"):
+            try:
+                found = target.end_offsets(parts, iso == "read_committed", timeout=max(1.0, deadline - time.monotonic()))
+            except (RuntimeError, TimeoutError, OSError, KeyError) as exc:  # KeyError: no such topic
+                errors.append(f"list_offsets({iso}): {exc}")
+                return ends
+            ends[iso] = {f"{t}-{p}": offset for (t, p), offset in sorted(found.items())}
+        held = any(ends["read_committed"].get(k, -1) < hw for k, hw in ends["read_uncommitted"].items())
+        if not held or time.monotonic() >= min(settle, deadline):
+            return ends
+        time.sleep(0.1)
 
 
 def _read_all(proc: ClientProcess, iso: str, tps: list[dict], bootstrap: str, ends: dict[str, int],
