@@ -83,6 +83,10 @@ CLIENTS: dict[str, ClientSpec] = {
     "java": ClientSpec(
         "java", "Apache Kafka's Java client (org.apache.kafka:kafka-clients)",
         java_build.java_command, _java_availability, java_build.kafka_clients_version),
+    "aiokafka": ClientSpec(
+        "aiokafka", "aiokafka (asyncio, its own protocol code)",
+        lambda: [sys.executable, "-m", "conformance.clients.aiokafka_driver"],
+        _python_module_available("aiokafka", "aiokafka"), _dist_version("aiokafka")),
 }
 
 
