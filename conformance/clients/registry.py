@@ -13,7 +13,8 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
-from conformance.clients import java_build
+from conformance.buildcache import Build
+from conformance.clients import java_build, kafkajs_build
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,17 @@ def _java_availability() -> tuple[bool, str]:
     return True, f"kafka-clients {java_build.kafka_clients_version()} (built on first use with mvn)"
 
 
+def _built_availability(build: Build, what: Callable[[], str]) -> Callable[[], tuple[bool, str]]:
+    """A driver built from repository sources by buildcache: usable when its tools are on PATH."""
+    def check() -> tuple[bool, str]:
+        missing = build.tools_missing()
+        if missing:
+            return False, f"{', '.join(missing)} not on PATH"
+        how = "built" if build.is_built() else f"built on first use with {build.command[0]}"
+        return True, f"{what()} ({how})"
+    return check
+
+
 CLIENTS: dict[str, ClientSpec] = {
     "confluent": ClientSpec(
         "confluent", "confluent-kafka-python over librdkafka",
@@ -87,6 +99,11 @@ CLIENTS: dict[str, ClientSpec] = {
         "aiokafka", "aiokafka (asyncio, its own protocol code)",
         lambda: [sys.executable, "-m", "conformance.clients.aiokafka_driver"],
         _python_module_available("aiokafka", "aiokafka"), _dist_version("aiokafka")),
+    "kafkajs": ClientSpec(
+        "kafkajs", "KafkaJS (pure JavaScript, Node)",
+        kafkajs_build.command,
+        _built_availability(kafkajs_build.BUILD, lambda: f"kafkajs {kafkajs_build.kafkajs_version()}"),
+        kafkajs_build.kafkajs_version),
 }
 
 

@@ -140,11 +140,17 @@ def test_bad_payload_is_invalid_argument(client, spawn, dead_bootstrap):
 
 
 def test_bad_config_is_reported_by_the_client(client, spawn):
-    """Java rejects the mistyped value (it only warns about unknown keys), kafka-python the unknown key
-    (it does not check types), librdkafka both: each client's own validation answers."""
+    """Java rejects the mistyped value (it only warns about unknown keys), kafka-python and aiokafka
+    the unknown key (they do not check types), librdkafka both: each client's own validation
+    answers. KafkaJS validates none of its options and ignores unknown ones, so its driver's
+    mapping of Java properties refuses the key, naming it."""
     proc = spawn(client)
     outcome = proc.call("create_producer", config={"bootstrap.servers": "127.0.0.1:1", "no.such.property": "x",
                                                    "transaction.timeout.ms": "not-a-number"})
+    if client == "kafkajs":
+        assert not outcome.ok and outcome.error.origin == "driver", outcome.to_dict()
+        assert outcome.error.name == "INVALID_ARGUMENT" and "no.such.property" in outcome.error.message
+        return
     assert not outcome.ok and outcome.error.origin == "client", outcome.to_dict()
     assert outcome.error.name in ("INVALID_ARGUMENT", "CLIENT_ERROR"), outcome.to_dict()
 
