@@ -30,9 +30,18 @@
  *   commit_transaction and abort_transaction go to that transaction object. sendOffsets takes
  *   {consumerGroupId, topics}: no consumer group metadata (no KIP-447), so TxnOffsetCommit carries
  *   the group id only -- the consumer's group.id, or group_id without a consumer.
- * - The producer connects (KafkaJS's connect()) on its first op that needs a broker; with
- *   enable.idempotence (or a transactional.id, KafkaJS's documented recipe sets idempotent: true)
- *   connect() also fetches a non-transactional producer id for the producer's plain sends.
+ * - The producer connects (KafkaJS's connect()) on its first op that needs a broker. KafkaJS's
+ *   `idempotent` is false unless the config sets enable.idempotence (KafkaJS's own default; its
+ *   transactions do not need it): with it, connect() also fetches a non-transactional producer id
+ *   from the broker Metadata names controller, for the producer's plain sends -- an extra
+ *   InitProducerId that fails when that broker is down (measured: cluster/txn_log_under_min_isr,
+ *   "Closed connection" before the transactional InitProducerId was sent).
+ * - Send order: KafkaJS has no send queue -- a send() is a whole Produce request -- and concurrent
+ *   send() calls to one partition do not reach the log in call order (measured on Apache Kafka
+ *   4.3: eos/copy_commit's copier, sending without waiting, wrote r1 before r0: each send awaits
+ *   metadata before it takes the per-broker lock that assigns sequence numbers). A send with
+ *   wait: false therefore starts when the previous send settled, the order a KafkaJS application
+ *   gets by awaiting each send, and flush waits for the last one.
  * - Headers: KafkaJS takes them as an object (name -> value or array of values), so a header list
  *   whose repeated names are not adjacent cannot keep its order: INVALID_ARGUMENT.
  * - Consumers: KafkaJS consumes only as a member of a consumer group, through consumer.run() with
@@ -227,13 +236,12 @@ class KafkaJSDriver {
     if (this.producer) throw new OpError('ILLEGAL_STATE', 'this driver already has a producer; start another driver')
     const cfg = mapConfig(args.config, PRODUCER)
     const factory = { ...cfg.factory }
-    if (factory.transactionalId && factory.idempotent === undefined) factory.idempotent = true
     const kafka = this.kafka(cfg.client, 'create_producer')
     const producer = kafka.producer({ ...factory, createPartitioner: Partitioners.DefaultPartitioner })
     this.bootstrap = cfg.client.brokers
     const send = { ...cfg.send }
     if (cfg.client.requestTimeout !== undefined) send.timeout = cfg.client.requestTimeout // Java's Produce timeout
-    this.producer = { kafka, producer, send, connected: false, transactional: Boolean(factory.transactionalId) }
+    this.producer = { kafka, producer, send, connected: false, transactional: Boolean(factory.transactionalId), lastSend: Promise.resolve() }
     return { client_id: cfg.client.clientId || null }
   }
 
@@ -305,7 +313,17 @@ class KafkaJSDriver {
       const c = this.consumer
       this.consumer = null
       for (const b of c.buffer) b.done.resolve()
-      if (c.kc) await c.kc.disconnect()
+      if (c.kc) {
+        const disconnected = c.kc.disconnect()
+        // KafkaJS's disconnect first waits for its in-flight fetch, a long poll of up to
+        // maxWaitTimeInMs (5 s by default). A consumer in a subscription leaves its group after it,
+        // so close waits; the driver's own group of an assignment matters to nobody, so close
+        // answers at once and KafkaJS finishes in the background (as Java's assign-mode close
+        // has no group to leave).
+        if (c.mode === 'assign') disconnected.catch(err => process.stderr.write(`disconnect: ${err}\n`))
+        else await disconnected
+      }
+      if (c.admin) await c.admin.disconnect()
       for (const reader of Object.values(this.offsetReaders)) await reader.cluster.disconnect()
       this.offsetReaders = {}
       closed.push('consumer')
@@ -375,7 +393,9 @@ class KafkaJSDriver {
     const message = this.message(args) // payload errors before anything else, as in every driver
     const producer = await this.connectedProducer()
     const target = this.producer.transactional && this.txn ? this.txn : producer
-    const sent = target.send({ ...this.producer.send, topic: args.topic, messages: [message] })
+    // each send starts when the previous one settled: see "send order" in the module docstring
+    const sent = this.producer.lastSend.then(() => target.send({ ...this.producer.send, topic: args.topic, messages: [message] }))
+    this.producer.lastSend = sent.catch(() => {})
     const result = meta => ({
       topic: meta.topicName,
       partition: meta.partition,

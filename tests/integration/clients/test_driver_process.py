@@ -221,3 +221,17 @@ def test_driver_that_never_answers_is_killed_with_driver_timeout():
 def test_driver_that_cannot_start_raises_with_its_stderr():
     with pytest.raises(DriverStartError, match="no such module"):
         ClientProcess("broken", command=[sys.executable, "-c", "import sys; sys.exit('no such module')"]).start()
+
+
+def test_kafkajs_refuses_a_header_order_it_cannot_keep(spawn, dead_bootstrap):
+    """KafkaJS takes headers as an object (name -> value or list of values): a list whose repeated
+    names are adjacent keeps its order, one whose names interleave cannot, and is refused before
+    anything is sent rather than reordered."""
+    if not CLIENTS["kafkajs"].availability()[0]:
+        pytest.skip(f"kafkajs unavailable: {CLIENTS['kafkajs'].availability()[1]}")
+    proc = spawn("kafkajs")
+    assert proc.call("create_producer", config={"bootstrap.servers": dead_bootstrap}).ok
+    outcome = proc.call("send", topic="t", partition=0, value="v", headers=[["a", "1"], ["b", "2"], ["a", "3"]],
+                        deadline_ms=5_000)
+    assert not outcome.ok and outcome.error.name == "INVALID_ARGUMENT", outcome.to_dict()
+    assert outcome.error.origin == "driver" and '"a"' in outcome.error.message
