@@ -13,7 +13,7 @@ from broker_impl.cli import build_parser as broker_parser
 from broker_impl.cli import run_from_args
 from reports.cli import report, transcript
 
-from .clients import CLIENTS
+from .clients.registry import availability
 from .runner.cli import add_run_parser
 from .targets import target_rows
 
@@ -31,9 +31,9 @@ def _cmd_targets(args) -> int:
 
 
 def _cmd_clients(args) -> int:
-    width = max(len(name) for name in CLIENTS)
-    for name, spec in CLIENTS.items():
-        ok, detail = spec.availability()
+    rows = availability()
+    width = max(len(name) for name in rows)
+    for name, (ok, detail) in rows.items():
         print(f"{name:<{width}}  {'yes' if ok else 'no ':<3}  {detail}")
     return 0
 
@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("targets", help="list the targets and whether each can start here")
     t.set_defaults(func=_cmd_targets)
 
-    c = sub.add_parser("clients", help="list the client drivers, whether each can run here, and their versions")
+    c = sub.add_parser("clients", help="list the client drivers and whether each can run here (version or why not)")
     c.set_defaults(func=_cmd_clients)
 
     r = sub.add_parser("report", help="Allure HTML report of a run (served directory + single file)")

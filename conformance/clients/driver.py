@@ -1,4 +1,4 @@
-"""Driver side of the protocol, shared by the Python drivers (confluent, kafka-python).
+"""Driver side of the protocol, shared by the Python drivers (confluent, kafka-python, aiokafka).
 
 A driver is a process that owns at most one producer, one consumer and one admin client of one client
 library, reads requests from stdin and answers each with one reply line (see ``protocol``). This module
@@ -106,6 +106,22 @@ class Deliveries:
 # The longest single library poll inside ``op_poll``: short, so the window is kept to within this.
 POLL_STEP_S = 0.2
 
+#: The producer ops: after one of them fails, a driver reads its client's transaction state.
+PRODUCER_OPS = frozenset({"init_transactions", "begin_transaction", "send", "flush",
+                          "send_offsets_to_transaction", "commit_transaction", "abort_transaction"})
+#: Bound on the wait for a client's transaction state to settle after a failed producer op.
+ERROR_STATE_SETTLE_S = 1.0
+
+
+def await_settled(settled: Callable[[], bool]) -> None:
+    """Wait, at most ERROR_STATE_SETTLE_S, until ``settled()`` holds. Some clients fail an op's
+    future before their transaction manager moves to its error state (the sender thread fails the
+    batch, then sets the state), so a driver that reads the state at once reports the client's
+    classification by chance; the Java and Python drivers read the settled one."""
+    end = time.monotonic() + ERROR_STATE_SETTLE_S
+    while not settled() and time.monotonic() < end:
+        time.sleep(0.001)
+
 
 def timestamp_or_none(ts: int | None) -> int | None:
     """A library timestamp as the protocol's ``timestamp_ms``: null where the library has none (-1)."""
@@ -136,6 +152,13 @@ def offset_spec(args: dict[str, Any], *, earliest: Any, latest: Any, at: Callabl
 def read_committed(args: dict[str, Any]) -> bool:
     """Whether list_offsets asks at the read_committed isolation level (default read_uncommitted)."""
     return args.get("isolation_level", "read_uncommitted") == "read_committed"
+
+
+def python_kwargs(config: dict[str, Any]) -> dict[str, Any]:
+    """Java properties as a Python client's keyword arguments: ``transactional.id`` ->
+    ``transactional_id``, values parsed (``parse_config_value``)."""
+    return {key.replace(".", "_").replace("-", "_"): parse_config_value(value)
+            for key, value in (config or {}).items()}
 
 
 def parse_config_value(value: Any) -> Any:

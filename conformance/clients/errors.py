@@ -12,7 +12,13 @@ wire error: see ``LOCAL_NAMES``.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+from pathlib import Path
+
 from broker_impl.codec import ERROR_TABLE, error_code
+from conformance.buildcache import cache_root
 
 # code -> (Kafka Errors enum name, Java exception class that Errors builds for it)
 KAFKA_ERRORS: dict[int, tuple[str, str | None]] = {e.code: (e.name, e.exception) for e in ERROR_TABLE}
@@ -47,3 +53,19 @@ def kafka_name(code: int) -> str | None:
 def kafka_code(name: str) -> int | None:
     """The wire code of a Kafka error name, or None for the non-Kafka names in LOCAL_NAMES."""
     return error_code(name)
+
+
+def error_table_file() -> Path:
+    """Kafka's error table as a JSON file ``{"code": "NAME"}``, for drivers not written in Python
+    (the KafkaJS driver reads it at start-up), so that they name errors from this one table.
+
+    Written once per table content into the cache (``kafka-errors/<digest>.json``, replaced
+    atomically, so concurrent drivers never read half a file)."""
+    text = json.dumps({str(code): name for code, (name, _) in sorted(KAFKA_ERRORS.items())}, sort_keys=True)
+    path = cache_root() / "kafka-errors" / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    return path

@@ -33,16 +33,6 @@ def module_version(client: str) -> str:
     return match.group(1)
 
 
-def availability(client: str) -> tuple[bool, str]:
-    what = f"{MODULES[client].rsplit('/', 1)[-1]} {module_version(client)}"
-    if BUILD.is_built():
-        return True, f"{what} (built)"
-    missing = BUILD.tools_missing()
-    if missing:
-        return False, f"{', '.join(missing)} not on PATH"
-    return True, f"{what} (built on first use with go)"
-
-
 def binary() -> Path:
     """The driver binary; builds first if needed (BuildError with the log tail on failure)."""
     return BUILD.ensure() / BINARY

@@ -11,7 +11,6 @@ accept an abort. kafka-python wraps an earlier transactional error in a bare ``K
 from __future__ import annotations
 
 import os
-import time
 from typing import Any
 
 import kafka
@@ -20,13 +19,11 @@ from kafka import IsolationLevel, KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import OffsetSpec
 from kafka.structs import OffsetAndMetadata
 
-from conformance.clients.driver import (POLL_STEP_S, BaseDriver, Deadline, OpError, offset_spec,
-                                        parse_config_value, read_committed, record_row, serve, timestamp_or_none)
+from conformance.clients.driver import (POLL_STEP_S, PRODUCER_OPS, BaseDriver, Deadline, OpError, await_settled,
+                                        offset_spec, python_kwargs, read_committed, record_row, serve,
+                                        timestamp_or_none)
 from conformance.clients.errors import kafka_code, kafka_name
 from conformance.clients.protocol import decode_bytes as _payload
-
-PRODUCER_OPS = {"init_transactions", "begin_transaction", "send", "flush", "send_offsets_to_transaction",
-                "commit_transaction", "abort_transaction"}
 
 # kafka-python exception class (by name, most specific first) -> normalised name, for errors that are
 # not BrokerResponseErrors (those carry Kafka's code in `errno`).
@@ -45,13 +42,6 @@ LOCAL_CLASS_NAMES: list[tuple[type[BaseException], str]] = [
 ]
 
 
-def kwargs_from_config(config: dict[str, Any]) -> dict[str, Any]:
-    out = {}
-    for key, value in (config or {}).items():
-        out[key.replace(".", "_").replace("-", "_")] = parse_config_value(value)
-    return out
-
-
 def _tp(d: dict[str, Any]) -> TopicPartition:
     return TopicPartition(d["topic"], int(d["partition"]))
 
@@ -60,20 +50,13 @@ def _offsets(rows: list[dict[str, Any]]) -> dict[TopicPartition, OffsetAndMetada
     return {_tp(r): OffsetAndMetadata(int(r["offset"]), r.get("metadata") or "", -1) for r in rows}
 
 
-#: Bound on the wait for a transactional producer to settle in its error state after a failed op.
-ERROR_STATE_SETTLE_S = 1.0
-
-
 def _await_error_state(tm: Any) -> None:
-    """Some failures reach the caller before the TransactionManager moves to its error state (a
-    send's future fails in the sender thread, which then sets the state -- measured here as
-    fatal True/False between identical runs): read the settled classification, as the Java driver
-    does, waiting at most ERROR_STATE_SETTLE_S for an abortable or fatal state to appear."""
+    """A failed send's future fails in the sender thread, which then sets the TransactionManager's
+    state (measured here as fatal True/False between identical runs): read the settled
+    classification (``driver.await_settled``)."""
     if tm is None or not getattr(tm, "transactional_id", None):
         return
-    end = time.monotonic() + ERROR_STATE_SETTLE_S
-    while not (tm.has_abortable_error() or tm.has_fatal_error()) and time.monotonic() < end:
-        time.sleep(0.001)
+    await_settled(lambda: tm.has_abortable_error() or tm.has_fatal_error())
 
 
 class KafkaPythonDriver(BaseDriver):
@@ -132,7 +115,7 @@ class KafkaPythonDriver(BaseDriver):
     # -- lifecycle ---------------------------------------------------------------------------------
     @staticmethod
     def _kwargs(args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
-        kw = kwargs_from_config(args.get("config") or {})
+        kw = python_kwargs(args.get("config") or {})
         # kafka-python's constructors block until they reach a broker (bootstrap_timeout_ms, 30 s by
         # default); unless the case set it, that wait gets the op's deadline like every other call.
         kw.setdefault("bootstrap_timeout_ms", max(1, min(30_000, deadline.remaining_ms())))

@@ -13,7 +13,8 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
-from conformance.clients import go_build, java_build
+from conformance.buildcache import Build
+from conformance.clients import go_build, java_build, kafkajs_build
 
 
 @dataclass(frozen=True)
@@ -62,13 +63,16 @@ def _dist_version(dist: str) -> Callable[[], str | None]:
     return version
 
 
-def _java_availability() -> tuple[bool, str]:
-    if java_build.is_built() and "java" not in java_build.tools_missing():
-        return True, f"kafka-clients {java_build.kafka_clients_version()} (built)"
-    missing = java_build.tools_missing()
-    if missing:
-        return False, f"{', '.join(missing)} not on PATH"
-    return True, f"kafka-clients {java_build.kafka_clients_version()} (built on first use with mvn)"
+def _built_availability(build: Build, what: Callable[[], str]) -> Callable[[], tuple[bool, str]]:
+    """A driver built from repository sources by buildcache: usable when its tools are on PATH."""
+    def check() -> tuple[bool, str]:
+        if build.is_built():
+            return True, f"{what()} (built)"
+        missing = build.tools_missing()
+        if missing:
+            return False, f"{', '.join(missing)} not on PATH"
+        return True, f"{what()} (built on first use with {build.command[0]})"
+    return check
 
 
 CLIENTS: dict[str, ClientSpec] = {
@@ -82,15 +86,28 @@ CLIENTS: dict[str, ClientSpec] = {
         _python_module_available("kafka", "kafka-python"), _dist_version("kafka-python")),
     "java": ClientSpec(
         "java", "Apache Kafka's Java client (org.apache.kafka:kafka-clients)",
-        java_build.java_command, _java_availability, java_build.kafka_clients_version),
+        java_build.java_command,
+        _built_availability(java_build.BUILD, lambda: f"kafka-clients {java_build.kafka_clients_version()}"),
+        java_build.kafka_clients_version),
     "franz-go": ClientSpec(
         "franz-go", "franz-go (Go, github.com/twmb/franz-go)",
-        lambda: go_build.command("franz-go"), lambda: go_build.availability("franz-go"),
+        lambda: go_build.command("franz-go"),
+        _built_availability(go_build.BUILD, lambda: f"franz-go {go_build.module_version('franz-go')}"),
         lambda: go_build.module_version("franz-go")),
     "sarama": ClientSpec(
         "sarama", "Sarama (Go, github.com/IBM/sarama)",
-        lambda: go_build.command("sarama"), lambda: go_build.availability("sarama"),
+        lambda: go_build.command("sarama"),
+        _built_availability(go_build.BUILD, lambda: f"sarama {go_build.module_version('sarama')}"),
         lambda: go_build.module_version("sarama")),
+    "aiokafka": ClientSpec(
+        "aiokafka", "aiokafka (asyncio, its own protocol code)",
+        lambda: [sys.executable, "-m", "conformance.clients.aiokafka_driver"],
+        _python_module_available("aiokafka", "aiokafka"), _dist_version("aiokafka")),
+    "kafkajs": ClientSpec(
+        "kafkajs", "KafkaJS (pure JavaScript, Node)",
+        kafkajs_build.command,
+        _built_availability(kafkajs_build.BUILD, lambda: f"kafkajs {kafkajs_build.kafkajs_version()}"),
+        kafkajs_build.kafkajs_version),
 }
 
 

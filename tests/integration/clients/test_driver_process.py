@@ -20,6 +20,16 @@ from conformance.clients.protocol import (OPS, ErrorInfo, decode_bytes, decode_r
                                           encode_request)
 
 
+@pytest.fixture(scope="module")
+def silent_bootstrap():
+    """An address that accepts connections and never answers: a cluster that hangs rather than one
+    that is gone (bounded: the listener closes at the end of the module)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(16)
+        yield f"127.0.0.1:{s.getsockname()[1]}"
+
+
 # -- protocol pieces --------------------------------------------------------------------------------
 def test_payloads_round_trip_text_and_binary():
     assert encode_bytes(None) is None and decode_bytes(None) is None
@@ -119,24 +129,28 @@ def test_bad_payload_is_invalid_argument(client, spawn, dead_bootstrap):
     assert not outcome.ok and outcome.error.name == "INVALID_ARGUMENT", outcome.to_dict()
 
 
-# Clients configured with typed options, not property names: their driver maps Java's property
-# names and values onto the options, so it is the driver that rejects what it cannot map.
-TYPED_OPTIONS = {"franz-go", "sarama"}
+# Clients whose driver maps Java's property names and values onto the library's options (the Go
+# clients take typed options; KafkaJS validates none and ignores unknown ones), so it is the driver
+# that rejects what it cannot map.
+DRIVER_MAPPED_OPTIONS = {"franz-go", "sarama", "kafkajs"}
 
 # Clients that give up at once when nothing listens at the bootstrap address (measured: franz-go's
 # ProducerID fails with its errProducerIDLoadFail wrapping the refused dial in ~5 ms; Sarama's
-# NewClient with ErrOutOfBrokers after Metadata.Retry.Max=3 tries, ~0.75 s) instead of blocking.
-FAIL_FAST_WITHOUT_BROKER = {"franz-go", "sarama"}
+# NewClient with ErrOutOfBrokers after Metadata.Retry.Max=3 tries, ~0.75 s; aiokafka's start() tries
+# each bootstrap address once and raises KafkaConnectionError) instead of blocking.
+FAIL_FAST_WITHOUT_BROKER = {"franz-go", "sarama", "aiokafka"}
 
 
 def test_bad_config_is_reported_by_the_client(client, spawn):
-    """Java rejects the mistyped value (it only warns about unknown keys), kafka-python the unknown key
-    (it does not check types), librdkafka both: each client's own validation answers. The Go clients
-    take typed options: their drivers reject a key they cannot map, naming it."""
+    """Java rejects the mistyped value (it only warns about unknown keys), kafka-python and aiokafka
+    the unknown key (they do not check types), librdkafka both: each client's own validation
+    answers. The Go clients take typed options and KafkaJS validates none of its options (it ignores
+    unknown ones): their drivers map the Java property names, and reject a key they cannot map,
+    naming it (DRIVER_MAPPED_OPTIONS)."""
     proc = spawn(client)
     outcome = proc.call("create_producer", config={"bootstrap.servers": "127.0.0.1:1", "no.such.property": "x",
                                                    "transaction.timeout.ms": "not-a-number"})
-    if client in TYPED_OPTIONS:
+    if client in DRIVER_MAPPED_OPTIONS:
         assert not outcome.ok and outcome.error.origin == "driver", outcome.to_dict()
         assert outcome.error.name == "INVALID_ARGUMENT", outcome.to_dict()
         outcome = proc.call("create_producer", config={"bootstrap.servers": "127.0.0.1:1", "no.such.property": "x"})
@@ -167,9 +181,12 @@ def test_blocked_library_call_is_answered_by_its_deadline(client, spawn, dead_bo
     assert proc.call("hello").ok and proc.alive
 
 
-def test_sigkill_mid_call_returns_driver_died(client, spawn, dead_bootstrap):
+def test_sigkill_mid_call_returns_driver_died(client, spawn, dead_bootstrap, silent_bootstrap):
+    # aiokafka's poll fails at once where nothing listens (its start() tries each bootstrap address
+    # once); against a listener that never answers it waits, as the other clients do at a dead one
+    bootstrap = silent_bootstrap if client == "aiokafka" else dead_bootstrap
     proc = spawn(client)
-    assert proc.call("create_consumer", config={**offline_config(client, dead_bootstrap), "group.id": "g"}).ok
+    assert proc.call("create_consumer", config={**offline_config(client, bootstrap), "group.id": "g"}).ok
     assert proc.call("assign", partitions=[{"topic": "t", "partition": 0, "offset": 0}]).ok
     box = {}
     caller = threading.Thread(target=lambda: box.update(outcome=proc.call(
@@ -210,3 +227,17 @@ def test_driver_that_never_answers_is_killed_with_driver_timeout():
 def test_driver_that_cannot_start_raises_with_its_stderr():
     with pytest.raises(DriverStartError, match="no such module"):
         ClientProcess("broken", command=[sys.executable, "-c", "import sys; sys.exit('no such module')"]).start()
+
+
+def test_kafkajs_refuses_a_header_order_it_cannot_keep(spawn, dead_bootstrap):
+    """KafkaJS takes headers as an object (name -> value or list of values): a list whose repeated
+    names are adjacent keeps its order, one whose names interleave cannot, and is refused before
+    anything is sent rather than reordered."""
+    if not CLIENTS["kafkajs"].availability()[0]:
+        pytest.skip(f"kafkajs unavailable: {CLIENTS['kafkajs'].availability()[1]}")
+    proc = spawn("kafkajs")
+    assert proc.call("create_producer", config={"bootstrap.servers": dead_bootstrap}).ok
+    outcome = proc.call("send", topic="t", partition=0, value="v", headers=[["a", "1"], ["b", "2"], ["a", "3"]],
+                        deadline_ms=5_000)
+    assert not outcome.ok and outcome.error.name == "INVALID_ARGUMENT", outcome.to_dict()
+    assert outcome.error.origin == "driver" and '"a"' in outcome.error.message
