@@ -135,6 +135,10 @@ func (d *Driver) common(conf *sarama.Config, addrs *[]string) map[string]func(st
 	}
 }
 
+// javaDeliveryTimeout is the Java producer's default delivery.timeout.ms, the bound its "retry
+// forever" setting means (producerConfig).
+const javaDeliveryTimeout = 120 * time.Second
+
 // KafkaVersion is the Config.Version every client of the driver uses: the Kafka line the targets
 // run (4.x). Sarama picks its request versions from it; its default (V2_8_0_0) refuses
 // DescribeTransactions (3.0+) on the client side.
@@ -187,6 +191,13 @@ func (d *Driver) producerConfig(cfg driver.Config) (*sarama.Config, []string, er
 	m["request.timeout.ms"] = millis(func(t time.Duration) { conf.Producer.Timeout = t })
 	if err := cfg.Apply(m); err != nil {
 		return nil, nil, err
+	}
+	// Java's retries=2147483647 is its "retry until delivery.timeout.ms (120 s) is spent" idiom
+	// (KIP-91). Sarama has no delivery timeout, and allocates state for every retry it allows
+	// (retries 2^31 made it die of out-of-memory): the closest Sarama application retries as
+	// often as fits in Java's default delivery timeout at its retry backoff.
+	if fit := int(javaDeliveryTimeout / max(conf.Producer.Retry.Backoff, time.Millisecond)); conf.Producer.Retry.Max > fit {
+		conf.Producer.Retry.Max = fit
 	}
 	if idempotent {
 		// What Sarama requires of an idempotent producer (Config.Validate says so otherwise).
