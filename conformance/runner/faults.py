@@ -125,17 +125,25 @@ class FaultRealiser:
             node = self.resolve(fault.target, prefer_remembered=fault.action in ("resume", "restart"))
             if fault.action == "crash":
                 t.kill(node)
+                self._node_gone(node)
             elif fault.action == "pause":
                 t.pause(node)
             elif fault.action == "resume":
                 t.resume(node)
             elif fault.action == "stop":
                 t.stop_node(node)
+                self._node_gone(node)
             elif fault.action == "restart":
                 t.restart(node)
             event = {"fault": fault.describe(), "node": node}
         self.events.append(event)
         return event
+
+    def _node_gone(self, node: int) -> None:
+        """A node this case took down refuses connections at the proxy too (it reopens its port
+        when the node is back)."""
+        if self.proxy is not None:
+            self.proxy.node_down(node)
 
     def wait_fired(self, timeout_ms: int) -> dict:
         """Block until the earliest armed `at:` fault fired and its node crashed or stopped
@@ -145,6 +153,8 @@ class FaultRealiser:
         fault = self.armed[0]
         node = self.target.await_fault_point(fault.at, timeout_ms / 1000)
         self.armed.pop(0)
+        if fault.action == "crash":
+            self._node_gone(node)
         # `resume`/`restart` of this role name the node that fired (the key resolve() uses).
         self.remembered[fault.target.key()] = node
         event = {"fault": fault.describe(), "node": node, "fired": True}
