@@ -86,8 +86,9 @@ def one_line(row: dict, limit: int = CELL_CHARS) -> str:
 
 
 def crash_excerpt(row: dict, run_dir: Path | None, lines: int = 3) -> str:
-    """The telling lines of the target's last words (a Go panic, an exception), from the
-    row's crash artifact; "" when there is none."""
+    """The telling lines of the target's last words, from the row's crash artifact: what
+    killed it (a Go panic, a signal, an exception) and the first source location named; ""
+    when there is none."""
     rel = (row.get("artifacts") or {}).get("crash")
     if not rel or run_dir is None:
         return ""
@@ -96,9 +97,11 @@ def crash_excerpt(row: dict, run_dir: Path | None, lines: int = 3) -> str:
     except OSError:
         return ""
     log = text.split("\n\n", 1)[1] if "\n\n" in text else text
-    interesting = [ln.strip() for ln in log.splitlines()
-                   if re.search(r"panic|fatal|exception|error|signal|SIG", ln, re.I)]
-    return " / ".join(interesting[:lines])
+    found = [ln.strip() for ln in log.splitlines() if re.search(r"panic|fatal|exception|signal", ln, re.I)][:lines]
+    where = next((ln.strip() for ln in log.splitlines() if re.search(r"\.(go|java|rs|py|c|cc|scala):\d+", ln)), None)
+    if where:
+        where = "/".join(where.split()[0].split("/")[-2:])  # the module and the file:line
+    return " / ".join(found + ([where] if where and found else []))
 
 
 @dataclass
@@ -275,6 +278,23 @@ def _divergences(m: Matrix, target: str) -> list[Divergence]:
                                          documented(row))
         out += merged.values()
     return out
+
+
+#: Divergences documented by the same text in at least this many cases are listed as one.
+GROUP_AT = 3
+
+
+def by_documented(divs: list[Divergence]) -> tuple[list[Divergence], list[tuple[str, list[Divergence]]]]:
+    """(the divergences on their own, [(documented text, the divergences it explains)]): a
+    difference that many cases meet the same way (a target's client difference, say) is one
+    finding, listed once with its cases."""
+    counts: dict[str, int] = {}
+    for d in divs:
+        if d.documented:
+            counts[d.documented] = counts.get(d.documented, 0) + 1
+    shared = [doc for doc, n in counts.items() if n >= GROUP_AT]
+    return ([d for d in divs if d.documented not in shared],
+            [(doc, [d for d in divs if d.documented == doc]) for doc in shared])
 
 
 def _not_applicable(m: Matrix, target: str) -> list[tuple[str, list[str]]]:

@@ -19,7 +19,7 @@ import html
 import re
 from pathlib import Path
 
-from .matrix import CELL_CHARS, Matrix, build, documented, one_line
+from .matrix import CELL_CHARS, Matrix, build, by_documented, documented, one_line, shorten
 
 VERDICT_MARK = {"pass": "✅", "fail": "❌", "crash": "💥", "not_applicable": "➖", "error": "⚠️"}
 VERDICT_WORD = {"pass": "pass", "fail": "fail", "crash": "crash", "not_applicable": "n/a", "error": "error"}
@@ -143,7 +143,14 @@ def _target_section_md(m: Matrix, t: str) -> list[str]:
     out += [f"### Divergences from Apache Kafka ({len(real)})", ""]
     if not real:
         out += ["None in these runs.", ""]
-    for d in real:
+    singles, groups = by_documented(real)
+    for doc, ds in groups:
+        clients = sorted({c for d in ds for c in d.clients})
+        out.append(f"- **{len(ds)} cases** ({', '.join(clients)}) fail the same documented way: {_md(doc)}")
+        for d in ds:
+            first = d.target_does[0] if d.target_does else d.kind
+            out.append(f"  - `{d.case}` ({', '.join(d.clients)}): {_md(shorten(first, 2 * CELL_CHARS))}")
+    for d in singles:
         kind = "crashes" if d.kind == "crash" else "fails"
         out.append(f"- **`{d.case}`** ({', '.join(d.clients)}) {kind} -- {_md(d.title)}")
         for line in d.target_does:
@@ -231,7 +238,13 @@ def render_html(m: Matrix, command: str | None = None) -> str:
         p.append(f"<h2 id='{e(_anchor(t))}'>{e(t)}</h2><p>Version: {e(m.versions.get(t, ''))}</p>")
         real = [d for d in m.divergences.get(t, []) if d.kind != "differs"]
         p.append(f"<h3>Divergences from Apache Kafka ({len(real)})</h3><ul>")
-        for d in real:
+        singles, groups = by_documented(real)
+        for doc, ds in groups:
+            clients = sorted({c for d in ds for c in d.clients})
+            p.append(f"<li><b>{len(ds)} cases</b> ({e(', '.join(clients))}) fail the same documented way: {e(doc)}<ul>"
+                     + "".join(f"<li><code>{e(d.case)}</code> ({e(', '.join(d.clients))}): "
+                               f"{e(d.target_does[0] if d.target_does else d.kind)}</li>" for d in ds) + "</ul></li>")
+        for d in singles:
             items = ([f"<li>{e(t)}: {e(x)}</li>" for x in d.target_does] + [f"<li>{e(m.reference_label)}: {e(x)}</li>" for x in d.kafka_does]
                      + [f"<li>differs: {e(x)}</li>" for x in d.diff]
                      + ([f"<li>documented: {e(d.documented)}</li>"] if d.documented else []))

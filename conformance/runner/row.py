@@ -118,7 +118,7 @@ def run_one(case: Case, slot: TargetSlot, client: str, ctx: RowContext, fresh: b
         "client": client, "client_version": client_version(client), "verdict": "error", "checks": [],
         "outcome": {}, "diff": None, "reference_target": None, "duration_s": 0.0, "reason": None,
         "artifacts": {"steps": str(art_rel / "steps.json"), "logs": []},
-        "known_difference": case.known_differences.get(slot.name),
+        "known_difference": case.known_differences.get(slot.name) or slot.cls.client_differences.get(client),
     }
     ns = Namespace()
     case_run: CaseRun | None = None

@@ -131,6 +131,10 @@ class Target(abc.ABC):
     #: Takes broker configs at all (Kafka's names); False where the target has no way to apply
     #: them (an external cluster, Tansu): see `unappliable_configs`.
     applies_broker_configs: ClassVar[bool] = True
+    #: Measured divergences that every case meets with one client (client name -> what the
+    #: target does and what Kafka does): no single case can document them, so the runner
+    #: records them on each row of that client as its known difference (cases/README.md).
+    client_differences: ClassVar[dict[str, str]] = {}
 
     def unappliable_configs(self, configs: dict[str, str]) -> dict[str, str]:
         """The broker configs of `configs` this started target could not apply (it ignores them):

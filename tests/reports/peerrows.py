@@ -20,7 +20,9 @@ CLIENTS = [("confluent", "2.16.1"), ("java", "4.3.1")]
 KFAKE_PANIC = ("panic: runtime error: invalid memory address or nil pointer dereference\n"
                "[signal SIGSEGV: segmentation violation code=0x1 addr=0x10 pc=0x6f1b2a]\n\n"
                "goroutine 41 [running]:\n"
-               "github.com/twmb/franz-go/pkg/kfake.(*clientConn).read(0xc0001c2000)\n")
+               "github.com/twmb/franz-go/pkg/kfake.(*clientConn).read(0xc0001c2000)\n"
+               "\t/root/go/pkg/mod/github.com/twmb/franz-go/pkg/kfake@v0.0.0-20260918054303-01f206a7e32c/"
+               "client_conn.go:128 +0x472\n")
 EMPTY_ID_CHECK = "step[1] raw.request: {data: {error: INVALID_REQUEST}}"
 EMPTY_ID_DOC = ("kfake answers InitProducerId with an empty transactional.id INVALID_PRODUCER_ID_MAPPING; "
                 "Kafka answers INVALID_REQUEST")

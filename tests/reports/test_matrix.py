@@ -73,6 +73,7 @@ def test_each_target_lists_its_divergences_with_what_kafka_does(run_dir):
     assert "crashes -- A request with an unknown API key" in crash
     # the panic from the target's last words, read from the row's crash artifact
     assert "its log: panic: runtime error: invalid memory address or nil pointer dereference" in crash
+    assert "/ kfake@v0.0.0-20260918054303-01f206a7e32c/client_conn.go:128\n" in crash
     assert "### Outcome differs from Kafka's, checks hold (1)" in kfake
     assert "`eos/copy_commit` (confluent, java): `offsets.out-0.high_watermark`: Kafka 5, kfake 4" in kfake
     assert f"- {NA_POINTS}: `coordinator/crash_after_prepare_commit`" in kfake
@@ -117,3 +118,23 @@ def test_one_line_helpers():
     assert one_line(row) == "a: m1 (+1 more)"
     assert cell_text(None) == ""
     assert cell_text({"verdict": "pass"}, history=["fail", "pass"]) == "✅ pass (was fail)"
+
+
+def test_a_difference_documented_alike_in_many_cases_is_listed_once(run_dir, tmp_path):
+    """A target's client difference (the runner records it on every row of that client) is one
+    finding: listed once with the cases it explains, not once per case."""
+    run = write_peer_run(tmp_path, "20261126T080000Z-peer03", datetime(2026, 11, 26, 8, tzinfo=timezone.utc))
+    note = "the mock answers ApiVersions v5 in a layout the Java client misreads"
+    rows = [json.loads(line) for line in (run / "results.jsonl").open()]
+    for r in rows:
+        if r["target"] == "librdkafka-mock" and r["client"] == "java" and r["verdict"] == "pass":
+            r.update(verdict="fail", known_difference=note, reason=f"known difference: {note}",
+                     checks=[{"name": "step[0] p1.init_transactions: ok", "passed": False,
+                              "message": "expected ok, got DEADLINE_EXCEEDED: the library call was still running"}])
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    mock = render_markdown(build([run])).split("\n## librdkafka-mock\n", 1)[1]
+    assert "### Divergences from Apache Kafka (3)" in mock
+    assert f"- **3 cases** (java) fail the same documented way: {note}" in mock
+    assert ("  - `groups/offset_fetch_unknown_group` (java): step[0] p1.init_transactions: expected ok, got "
+            "DEADLINE_EXCEEDED: the library call was still running") in mock
+    assert mock.count(note) == 1
