@@ -26,12 +26,16 @@ from pathlib import Path
 
 from .results import read_results, read_run_meta, theme
 
+#: How results files write a value one side of a diff lacks (conformance.compare.MISSING).
+MISSING = "<missing>"
+
 #: A cell's line is cut to this many characters (the full text is in the target's section).
 CELL_CHARS = 90
 #: Characters of one check message or crash reason in a target's divergence list.
 DETAIL_CHARS = 400
-#: Diff entries shown per divergence.
-DIFF_LINES = 4
+#: Diff entries and failed checks shown per divergence.
+DIFF_LINES = 3
+CHECK_LINES = 3
 #: The verdicts that are a divergence of the target (a kconform `error` is not: it is ours).
 DIVERGING = ("fail", "crash")
 KNOWN_PREFIX = "known difference: "
@@ -212,7 +216,7 @@ def from_rows(rows: list[dict], runs: list[dict], run_dirs: dict[int, Path] | No
 
 def _kafka_side(m: Matrix, row: dict) -> list[str]:
     """What the reference target did in the same case with the same client: the same checks
-    (they hold there), or its own verdict when it did not pass."""
+    (they hold there; the first CHECK_LINES), or its own verdict when it did not pass."""
     ref = m.rows.get((row["case"], m.reference, row["client"])) if m.reference else None
     if ref is None:
         return ["not in these runs"]
@@ -220,14 +224,14 @@ def _kafka_side(m: Matrix, row: dict) -> list[str]:
         return [f"{ref['verdict']} -- {one_line(ref, DETAIL_CHARS)}"]
     by_name = {c["name"]: c for c in ref.get("checks") or []}
     out = []
-    for c in failed_checks(row):
+    for c in failed_checks(row)[:CHECK_LINES]:
         same = by_name.get(c["name"])
         if same is not None and same.get("passed"):
             # A step check's name carries the expectation, its message only "ok" or the error name.
             seen = shorten(same.get("message"), DETAIL_CHARS)
             out.append(f"{c['name']} -- holds ({seen})" if c["name"].startswith("step[")
                        else f"{c['name']}: {seen}")
-    return ["; ".join(out)] if out else ["pass"]
+    return out or ["pass"]
 
 
 def _target_side(m: Matrix, row: dict) -> list[str]:
@@ -238,26 +242,43 @@ def _target_side(m: Matrix, row: dict) -> list[str]:
             out.append("its log: " + shorten(excerpt, DETAIL_CHARS))
         return out
     if row["verdict"] == "fail":
-        return [f"{_check_label(c['name'])}: {shorten(c.get('message'), DETAIL_CHARS)}" for c in failed_checks(row)]
+        failed = failed_checks(row)
+        out = [f"{_check_label(c['name'])}: {shorten(c.get('message'), DETAIL_CHARS)}" for c in failed[:CHECK_LINES]]
+        if len(failed) > CHECK_LINES:
+            out.append(f"... {len(failed) - CHECK_LINES} more failed checks")
+        return out
     return []
+
+
+def _value(v) -> str:
+    return "(missing)" if v == MISSING else shorten(repr(v), 80)
 
 
 def _diff_lines(row: dict, steps: bool = True) -> list[str]:
     """The first differences from the reference's outcome; without the steps' (`steps=False`)
     where the failed checks already say what the steps did."""
     diff = [d for d in row.get("diff") or [] if steps or not d["path"].startswith("steps")]
-    out = [f"`{d['path']}`: Kafka {shorten(repr(d.get('reference')), 80)}, {row['target']} "
-           f"{shorten(repr(d.get('actual')), 80)}" for d in diff[:DIFF_LINES]]
+    out = [f"`{d['path']}`: Kafka {_value(d.get('reference'))}, {row['target']} {_value(d.get('actual'))}"
+           for d in diff[:DIFF_LINES]]
     if len(diff) > DIFF_LINES:
         out.append(f"... {len(diff) - DIFF_LINES} more differences")
     return out
 
 
+def _union(parts: list[tuple[str, list[str]]]) -> list[str]:
+    """Lines of several clients as one list: as they are when the clients agree, else each
+    client's own, prefixed with its name."""
+    if len({tuple(lines) for _, lines in parts}) <= 1:
+        return parts[0][1] if parts else []
+    return [f"{client}: {line}" for client, lines in parts for line in lines]
+
+
 def _divergences(m: Matrix, target: str) -> list[Divergence]:
-    """The target's diverging cases; clients that diverge the same way share one entry."""
+    """The target's diverging cases. Clients of one case share an entry when the case documents
+    their divergence (one explanation), or when they diverge in exactly the same words."""
     out: list[Divergence] = []
     for case in (c for cs in m.themes.values() for c in cs):
-        merged: dict[tuple, Divergence] = {}
+        groups: dict[tuple, list[tuple[str, str, list[str], list[str], list[str]]]] = {}
         for _, client in (col for col in m.columns if col[0] == target):
             row = m.rows.get((case, target, client))
             if row is None:
@@ -270,13 +291,15 @@ def _divergences(m: Matrix, target: str) -> list[Divergence]:
                 kind, does, kafka, diff = "differs", [], [], _diff_lines(row)
             else:
                 continue
-            key = (kind, tuple(does), tuple(kafka), tuple(diff), documented(row))
-            if key in merged:
-                merged[key].clients.append(client)
-            else:
-                merged[key] = Divergence(case, m.titles.get(case, case), kind, [client], does, kafka, diff,
-                                         documented(row))
-        out += merged.values()
+            doc = documented(row)
+            key = (kind, doc) if doc else (kind, None, tuple(does), tuple(kafka), tuple(diff))
+            groups.setdefault(key, []).append((client, doc, does, kafka, diff))
+        for (kind, *_), members in groups.items():
+            clients = [c for c, *_ in members]
+            out.append(Divergence(case, m.titles.get(case, case), kind, clients,
+                                  _union([(c, does) for c, _, does, _, _ in members]),
+                                  _union([(c, kafka) for c, _, _, kafka, _ in members]),
+                                  _union([(c, diff) for c, _, _, _, diff in members]), members[0][1]))
     return out
 
 
