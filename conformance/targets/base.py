@@ -335,6 +335,14 @@ class Target(abc.ABC):
     #: milliseconds; one that needs longer is wedged for a case's purposes.
     health_timeout: float = 5.0
 
+    def exited(self) -> str | None:
+        """What ended, when a node the case has not taken down has no process any more
+        ("node 0's process 31802 exited with code 2"); None while all run -- or where the
+        target cannot tell without asking over the network. Cheap (no I/O): the runner asks it
+        twice a second while a case runs, so that no step waits out its deadline on a target
+        that is gone."""
+        return None
+
     def health(self) -> str | None:
         """None while every node the case has not taken down still serves; otherwise what is
         wrong ("node 1's process exited with code 2", "node 2 does not answer ApiVersions").
