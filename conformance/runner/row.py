@@ -98,7 +98,7 @@ def row_plan(case: Case, slot: TargetSlot, can_share: bool = True) -> RowPlan:
         proxy = front_mode(slot.cls, case, shared)
     elif slot.proxy_mode == "auto":
         proxy = front_mode(slot.cls, case, shared)
-    return RowPlan({**case.topology.broker_configs, **plan_broker_configs(case, slot.cls)}, proxy, shared)
+    return RowPlan({**case.topology.broker_configs, **plan_broker_configs(case, slot.cls, slot.name)}, proxy, shared)
 
 
 def run_one(case: Case, slot: TargetSlot, client: str, ctx: RowContext, fresh: bool,
