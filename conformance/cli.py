@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from broker_impl.cli import build_parser as broker_parser
 from broker_impl.cli import run_from_args
@@ -45,6 +46,16 @@ def _cmd_report(args) -> int:
     return 0
 
 
+def _cmd_matrix(args) -> int:
+    from reports.matrix_page import write_page
+
+    out = args.out or str(Path(args.results[-1]) / "compatibility.md")
+    command = "kconform matrix " + " ".join(f"--results {d}" for d in args.results) + f" --out {out}"
+    for path in write_page(args.results, out, command):
+        print(f"wrote {path}")
+    return 0
+
+
 def _cmd_transcript(args) -> int:
     return transcript(args.file)
 
@@ -79,6 +90,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", required=True, help="where to write the report")
     r.add_argument("--analytics", default=None, help="output directory of `kconform analyze` to link in")
     r.set_defaults(func=_cmd_report)
+
+    mx = sub.add_parser("matrix", help="the compatibility page: every case x target x client, and each target's "
+                                       "divergences from Apache Kafka (Markdown + HTML)")
+    mx.add_argument("--results", required=True, action="append", metavar="DIR",
+                    help="a run's results directory (repeatable: later runs win per case x target x client)")
+    mx.add_argument("--out", default=None, metavar="FILE",
+                    help="the Markdown page to write (default DIR/compatibility.md); the HTML goes beside it")
+    mx.set_defaults(func=_cmd_matrix)
 
     tr = sub.add_parser("transcript", help="print the Kafka frames of a pcap or transcript .jsonl")
     tr.add_argument("file")

@@ -10,7 +10,10 @@ The outcome of `send_frame` is ok with {response_size, correlation_id, error_cod
 response frame came back (error_code: the int16 right after the response header, which is where
 ApiVersions puts its error), NETWORK_EXCEPTION when the broker closed the connection (what a
 Java client reports as "disconnected before a response was received"), REQUEST_TIMED_OUT when
-nothing came within 5 s.
+nothing came within 5 s. With `answer_version: N` the answer is also decoded as version N of the
+frame's API, whole (no byte left over): `response`, or `undecodable` saying why not -- Kafka
+answers an ApiVersions request of a version it does not know in the v0 layout (KIP-511), and a
+client that reads another layout there reads garbage.
 """
 from __future__ import annotations
 
@@ -87,7 +90,24 @@ def send_frame(address: tuple[str, int], args: dict[str, Any]) -> Outcome:
         (code,) = struct.unpack_from(">h", answer, 8)
         data["error_code"] = code
         data["error"] = error_name(code)
+    if args.get("answer_version") is not None:
+        data.update(_decode_answer(int(args.get("api_key", 18)), int(args["answer_version"]), answer))
     return Outcome(op="send_frame", ok=True, data=data, elapsed_ms=(time.monotonic() - t0) * 1000)
+
+
+def _decode_answer(api_key: int, version: int, answer: bytes) -> dict[str, Any]:
+    """{response: the decoded body} or {undecodable: why}, for version `version` of the API."""
+    api = next((a for a in API.values() if a.key == api_key), None)
+    if api is None:
+        return {"undecodable": f"API key {api_key} is not in the codec"}
+    try:
+        _, pos = RESPONSE_HEADER.decode(api.response_header_version(version), answer, 4)
+        obj, end = api.response.decode(version, answer, pos)
+    except Exception as exc:  # noqa: BLE001 - an undecodable answer is the outcome
+        return {"undecodable": f"not a {api.name} v{version} response: {exc}"}
+    if end != len(answer):
+        return {"undecodable": f"a {api.name} v{version} response with {len(answer) - end} byte(s) left over"}
+    return {"response": obj.to_dict()}
 
 
 # ----------------------------------------------------------------------------- structured requests

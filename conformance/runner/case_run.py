@@ -27,6 +27,8 @@ from .namespace import Namespace
 from ..raw import RequestError, namespace_body, resolve_refs, send_frame, send_request
 
 DEFAULT_DEADLINE_MS = 20_000
+#: How often the runner looks whether a target process ended while a step runs (Target.exited).
+WATCH_INTERVAL_S = 0.5
 #: Errors a raw `request` retries by default (its `retry:` list replaces this; `[]`: none).
 RAW_RETRY = ("COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR",
              "NOT_LEADER_OR_FOLLOWER", "LEADER_NOT_AVAILABLE", "UNKNOWN_TOPIC_OR_PARTITION")
@@ -77,31 +79,59 @@ class CaseRun:
         self.result = StepRun()
         self._background: dict[str, tuple[threading.Thread, dict]] = {}
         self.t0 = time.monotonic()
+        #: Set while a fault step acts on nodes (a killed node is marked down just after it died).
+        self._in_fault = False
+        #: Why the target's process ended during a step (the watcher saw it), else None.
+        self.target_gone: str | None = None
 
     # ----------------------------------------------------------------- driving
     def run_steps(self) -> StepRun:
         """Run every step in order. NotApplicable propagates (the target cannot do a fault), and
         TargetCrashed when a step failed because the target is gone; everything else a step
         meets is recorded as its outcome."""
+        stop = threading.Event()
+        watcher = threading.Thread(target=self._watch_target, args=(stop,), name="target-watch", daemon=True)
+        watcher.start()
         try:
             for step in self.case.steps:
                 seen = len(self.result.records)
                 self._run(step)
-                if any(not r.get("ok", True) for r in self.result.records[seen:]):
-                    crashed = self.target.health()
+                if self.target_gone or any(not r.get("ok", True) for r in self.result.records[seen:]):
+                    crashed = self.target_gone or self.target.health()
                     if crashed:
                         raise TargetCrashed(step.index, crashed)
         finally:
+            stop.set()
+            watcher.join(timeout=2 * WATCH_INTERVAL_S)
             for ref, (thread, _) in self._background.items():
                 thread.join(timeout=0)  # awaited steps are joined; a leftover means a failed await
         return self.result
+
+    def _watch_target(self, stop: threading.Event) -> None:
+        """While the steps run: when a target process the case did not take down has ended
+        (Target.exited, seen twice in a row, outside fault steps, with no `at:` fault armed --
+        those end a process on purpose), SIGKILL the case's drivers, so that the step in flight
+        returns at once instead of waiting out its deadline on a dead port; run_steps then ends
+        the case as a crash."""
+        seen_before = False
+        while not stop.wait(WATCH_INTERVAL_S):
+            why = None if self._in_fault or self.faults.armed else self.target.exited()
+            if why and seen_before:
+                self.target_gone = why
+                self.actors.close_all()
+                return
+            seen_before = why is not None
 
     def _run(self, step: Step) -> None:
         if step.kind == "wait":
             time.sleep(step.wait_ms / 1000)
             return
         if step.kind == "fault":
-            event = self.faults.apply(step.fault)
+            self._in_fault = True
+            try:
+                event = self.faults.apply(step.fault)
+            finally:
+                self._in_fault = False
             self._record_event(step, event)
             return
         if step.kind == "wait_fault":

@@ -33,22 +33,24 @@ from ..vocabulary import PROTOCOL_POINTS
 from .namespace import Namespace
 
 
-def plan_broker_configs(case: Case, target_cls: type[Target]) -> dict[str, str]:
-    """Extra broker configs that arm the case's `at:` faults; NotApplicable where none can."""
+def plan_broker_configs(case: Case, target_cls: type[Target], target_name: str | None = None) -> dict[str, str]:
+    """Extra broker configs that arm the case's `at:` faults; NotApplicable where none can.
+    `target_name`: the run's name for the target (`apache-kafka@3.9.1`), said in the reason."""
     points = case.protocol_points()
     if not points:
         return {}
+    name = target_name or target_cls.name
     if "fault_points" not in target_cls.static_capabilities:
         f = points[0]
         raise NotApplicable(
-            f"target {target_cls.name!r} cannot {f.action} the {f.target.role} exactly at protocol point "
+            f"target {name!r} cannot {f.action} the {f.target.role} exactly at protocol point "
             f"{f.at!r}: it has no fault points in its code, and no proxy rule is exact there (at that point: "
             f"{PROTOCOL_POINTS[f.at]} -- inside the broker, with no client frame to act on)")
     arms: dict[str, Arm] = {}
     seen: dict[str, FaultDef] = {}
     for f in points:
         if f.at in seen:
-            raise NotApplicable(f"target {target_cls.name!r} arms one fault per protocol point; the case has "
+            raise NotApplicable(f"target {name!r} arms one fault per protocol point; the case has "
                                 f"{seen[f.at].describe()!r} and {f.describe()!r}")
         seen[f.at] = f
         arms[f.at] = Arm(action=f.action, skip=f.occurrence - 1)
