@@ -217,8 +217,9 @@ class OffsetMetadataManager:
                       require_stable: bool) -> tuple[Errors, list[tuple[str, list[tuple[int, int, int, str, Errors]]]]]:
         """Committed offsets of ``group_id``: ``topics`` None means every committed partition.
         Returns ``(group error, [(topic, [(partition, offset, leader_epoch, metadata, error)])])``;
-        an unknown partition reads offset -1 without error, as in Kafka."""
-        if not group_id_valid(group_id):
+        an unknown partition reads offset -1 without error, as in Kafka. Only a null group id
+        is refused: Kafka 4.3.1 answers an empty one with offsets -1 (measured)."""
+        if group_id is None:
             return Errors.INVALID_GROUP_ID, []
         group = self.groups.group(group_id)
         cache = self.offsets.get(group_id, {}) if group is not None and not group.is_in(GroupState.DEAD) else {}

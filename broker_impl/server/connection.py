@@ -167,7 +167,10 @@ async def _handle_frame(broker, frame: bytes, peer: str, conn_id: int) -> bytes 
         raise CloseConnection(f"malformed {api.name} v{version} request: {exc}") from None
     # Trailing bytes are ignored, as Kafka does (librdkafka's Metadata v13 has 3).
     ctx = RequestContext(api, version, correlation_id, header.client_id, peer, conn_id)
-    resp = await handler.fn(broker, ctx, req)
+    try:
+        resp = await handler.fn(broker, ctx, req)
+    except ProtocolError as exc:  # a handler found what Kafka refuses as a malformed request
+        raise CloseConnection(f"malformed {api.name} v{version} request: {exc}") from None
     if resp is None:
         return None
     return api.response_frame(version, correlation_id, resp)
