@@ -143,7 +143,7 @@ class OffsetMetadataManager:
         def all_(e: Errors) -> dict:
             return {k: e for k in keys}
 
-        if not group_id_valid(group_id):
+        if group_id is None:  # Kafka 4.3.1 (measured): "" is a group like any other here
             return all_(Errors.INVALID_GROUP_ID)
         group = self.groups.group(group_id)
         if group is None and generation_id >= 0:

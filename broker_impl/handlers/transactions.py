@@ -158,6 +158,8 @@ async def handle_txn_offset_commit(broker: Broker, ctx, req):
         errors.update({tp: err for tp in valid})
         return answer(errors)
 
+    if not req.group_id:  # the group coordinator checks it before the transaction (Kafka 4.3.1)
+        return fail_all(Errors.INVALID_GROUP_ID)
     # The producer epoch, as the __consumer_offsets partition's producer state would check it.
     try:
         md = coordinator.txn_manager.get(req.transactional_id)
