@@ -14,6 +14,7 @@ from broker_impl.cli import run_from_args
 from reports.cli import report, transcript
 
 from .runner.cli import add_run_parser
+from .wirediff.cli import add_diff_parser
 from .targets import target_rows
 
 
@@ -79,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     an.set_defaults(func=_cmd_analyze)
 
     add_run_parser(sub)
+    add_diff_parser(sub)
     return p
 
 
