@@ -13,6 +13,7 @@ from broker_impl.cli import build_parser as broker_parser
 from broker_impl.cli import run_from_args
 from reports.cli import report, transcript
 
+from .fuzz.cli import add_fuzz_parser
 from .runner.cli import add_run_parser
 from .wirediff.cli import add_diff_parser
 from .targets import target_rows
@@ -81,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_run_parser(sub)
     add_diff_parser(sub)
+    add_fuzz_parser(sub)
     return p
 
 
