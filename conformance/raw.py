@@ -233,13 +233,14 @@ def _errors(tree: Any) -> list[str]:
 
 def send_request(address: tuple[str, int], api_name: str, version: int, body: dict,
                  timeout_s: float = READ_TIMEOUT_S, *, retry: Collection[str] = (),
-                 edit_frame: Callable[[bytes], bytes] | None = None) -> Outcome:
+                 edit_frame: Callable[[bytes], bytes] | None = None, attempt_s: float | None = None) -> Outcome:
     """Send one request, decode its response. ok with data: the response's top-level scalar
     fields, `error` (the first non-zero error_code anywhere in it, NONE when there is none),
     `errors` (all of them), `response` (the whole decoded response) and `request` ({api,
     version}: what the response answers, so that it can be read and compared without the step).
 
     `retry`: error names answered again, like a client would, until `timeout_s` is up;
+    `attempt_s`: how long one attempt waits for its answer (default: the time left);
     `edit_frame`: changes the built frame before it is sent (e.g. an unknown tagged field)."""
     t0 = time.monotonic()
     op = "request"
@@ -251,7 +252,8 @@ def send_request(address: tuple[str, int], api_name: str, version: int, body: di
         frame = edit_frame(frame)
     end = t0 + timeout_s
     while True:
-        out = _exchange(address, api_name, version, frame, max(0.5, end - time.monotonic()), t0)
+        left = max(0.5, end - time.monotonic())
+        out = _exchange(address, api_name, version, frame, min(left, attempt_s or left), t0)
         if not (out.ok and out.data["error"] in retry) or time.monotonic() + RAW_RETRY_BACKOFF_S > end:
             return out
         time.sleep(RAW_RETRY_BACKOFF_S)

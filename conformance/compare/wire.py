@@ -55,6 +55,13 @@ WIRE_MASKS: tuple[Mask, ...] = (
 )
 _BY_FIELD = {m.field: m for m in WIRE_MASKS}
 
+#: Fields whose values are node ids: with a target's node ids given (`nodes`), each is named by
+#: its place in the cluster (node-1, node-2...), since each cluster numbers its nodes its own way
+#: (Kafka and the embedded broker from 1, Tansu 111, kfake from 0); -1 (none) is kept.
+NODE_FIELDS = frozenset({"node_id", "leader_id", "controller_id", "broker_id", "replica_nodes", "isr_nodes",
+                         "offline_replicas", "preferred_read_replica", "eligible_leader_replicas",
+                         "last_known_elr", "coordinator_id"})
+
 #: Fields that name an element of an array of structs, in the order they are tried.
 KEY_FIELDS = ("name", "topic", "topic_name", "topic_id", "partition_index", "partition", "index", "api_key",
               "group_id", "transactional_id", "resource_name", "key", "broker_id", "node_id", "member_id",
@@ -83,18 +90,32 @@ def _masked(kind: str, value: Any) -> Any:
     raise ValueError(f"unknown mask kind {kind!r}")
 
 
-def normalise_response(tree: Any, keep: Callable[[str, Any], bool] | None = None) -> Any:
+def normalise_response(tree: Any, keep: Callable[[str, Any], bool] | None = None,
+                       nodes: dict[int, str] | None = None) -> Any:
     """A copy of a decoded response (the codec's ``to_dict()``) with WIRE_MASKS applied and keyed
     lists turned into dicts (module doc). `keep(field, key value)`: elements of keyed lists it
     says False for are left out (`kconform diff` keeps a probe's own topics and groups of the
-    lists that name every one of the cluster's)."""
+    lists that name every one of the cluster's). `nodes`: the target's node id -> its name
+    (NODE_FIELDS)."""
     if isinstance(tree, dict):
-        return {k: (_masked(_BY_FIELD[k].kind, v) if k in _BY_FIELD and not isinstance(v, (dict, list))
-                    else normalise_response(v, keep)) for k, v in tree.items()}
+        out = {}
+        for k, v in tree.items():
+            if nodes is not None and k in NODE_FIELDS:
+                out[k] = [nodes.get(x, x) for x in v] if isinstance(v, list) else nodes.get(v, v)
+            elif k in _BY_FIELD and not isinstance(v, (dict, list)):
+                out[k] = _masked(_BY_FIELD[k].kind, v)
+            else:
+                out[k] = normalise_response(v, keep, nodes)
+        return out
     if isinstance(tree, list):
-        items = [normalise_response(v, keep) for v in tree]
+        items = [normalise_response(v, keep, nodes) for v in tree]
         return _keyed(items, keep) if items and all(isinstance(i, dict) for i in items) else items
     return tree
+
+
+def node_names(node_ids) -> dict[int, str]:
+    """A cluster's node ids named by their place: the lowest id is node-1."""
+    return {n: f"node-{i}" for i, n in enumerate(sorted(node_ids), start=1)}
 
 
 def _keyed(items: list[dict], keep) -> Any:

@@ -29,6 +29,7 @@ from typing import Any, Callable
 from broker_impl.codec import API, API_BY_KEY
 
 from ..compare import normalise_response, structural_diff
+from ..compare.wire import node_names
 from ..raw import RequestError, resolve_refs, send_request
 from ..runner import new_run_id
 from ..runner.row import now_iso
@@ -46,6 +47,8 @@ DIFF_BROKER_CONFIGS = {
     "transaction.state.log.num.partitions": "6", "transaction.state.log.replication.factor": "1",
     "transaction.state.log.min.isr": "1", "group.initial.rebalance.delay.ms": "0",
 }
+#: How long one request waits for its answer (a step's retries may take longer: Step.timeout_s).
+ANSWER_S = 5.0
 #: How long a step with `until` waits for the state it waits for (Kafka completes a transaction
 #: ended just after a restart only once its markers' destination is known again: seconds).
 UNTIL_S = 60.0
@@ -72,6 +75,7 @@ class Side:
         self.target = target
         self.address = address
         self.ctx: dict[str, Any] = {"topic_id": ZERO_UUID}  # the data topic's id
+        self.nodes = node_names(target.node_ids())
 
     def ranges(self) -> dict[int, tuple[int, int]]:
         return dict(self.target.api_ranges)
@@ -129,7 +133,7 @@ def run_probe(side: Side, probe: Probe, start: int = 0, stop: int | None = None,
         deadline = time.monotonic() + UNTIL_S
         while True:
             out = send_request(side.address, step.api, step.version, body, step.timeout_s, retry=step.retry,
-                               edit_frame=edit)
+                               edit_frame=edit, attempt_s=ANSWER_S)
             if step.until is None or not out.ok or _at(out.data["response"], step.until[0]) in step.until[1] \
                     or time.monotonic() > deadline:
                 break
@@ -165,15 +169,15 @@ def _keep(probe: Probe) -> Callable[[str, Any], bool]:
     return keep
 
 
-def comparable(records: list[dict], probe: Probe) -> dict:
+def comparable(records: list[dict], probe: Probe, nodes: dict[int, str] | None = None) -> dict:
     """What is compared of a probe on one target: per step, the error (closed, timed out...) or
-    the normalised response."""
+    the normalised response (`nodes`: the target's node ids by name, compare/wire.py)."""
     keep = _keep(probe)
     out = {}
     for r in records:
         label = f"{r['id']}({r['api']} v{r['version']})"
         if r["ok"]:
-            out[label] = {"response": normalise_response(r["data"]["response"], keep)}
+            out[label] = {"response": normalise_response(r["data"]["response"], keep, nodes)}
         else:
             out[label] = {"no_response": r["error"]["name"]}
     return out
@@ -267,7 +271,7 @@ def run_diff(opts: DiffOptions, log: Callable[[str], None] = lambda s: None) -> 
         started = now_iso()
         for i, p in enumerate(all_probes):
             rr, ar = got[(ref.name, i)], got[(act.name, i)]
-            diff = [] if i in skipped else structural_diff(comparable(rr, p), comparable(ar, p))
+            diff = [] if i in skipped else structural_diff(comparable(rr, p, ref.nodes), comparable(ar, p, act.nodes))
             for d in diff:
                 reason = explain(act.name, p, d)
                 if reason:

@@ -38,3 +38,16 @@ def test_keep_leaves_out_elements_of_other_probes():
 def test_every_mask_says_why():
     assert all(m.reason and m.kind in ("any", "set", "uuid", "id", "nonzero", "time", "text", "member")
                for m in WIRE_MASKS)
+
+
+def test_node_ids_are_named_by_their_place_in_the_cluster():
+    from conformance.compare.wire import node_names
+
+    tansu = normalise_response({"brokers": [{"node_id": 111}], "controller_id": 111,
+                                "partitions": [{"leader_id": 111, "isr_nodes": [111], "offline_replicas": []}]},
+                               nodes=node_names([111]))
+    kafka = normalise_response({"brokers": [{"node_id": 1}], "controller_id": 1,
+                                "partitions": [{"leader_id": 1, "isr_nodes": [1], "offline_replicas": []}]},
+                               nodes=node_names([1]))
+    assert structural_diff(kafka, tansu) == []
+    assert normalise_response({"leader_id": -1}, nodes=node_names([1])) == {"leader_id": -1}
