@@ -305,6 +305,10 @@ class Fuzzer:
         if culprit is not None:
             entry["frame"] = culprit
             entry["reproducer"] = str(self._save(f"{kind}-{n}.bin", culprit))
+        elif self._replay_sequence(sorted(candidates)):
+            # no frame does it alone, the candidates in the order they were sent do: the
+            # reproducer is the directory, its files in index order
+            entry["reproducer"] = f"{folder}/ (every frame, in index order)"
         self.incidents.append(entry)
 
     def restart(self) -> bool:
@@ -347,22 +351,35 @@ class Fuzzer:
         for i in candidates:
             if not self.restart():
                 return None
-            _, frame = self.frames(i)
-            address = self.target.live_addresses()[0][1]
-            try:
-                with socket.create_connection(address, timeout=2) as s:
-                    s.sendall(frame)
-                    s.settimeout(2)
-                    try:
-                        s.recv(1 << 16)
-                    except OSError:
-                        pass
-            except OSError:
-                pass
+            self._send_alone(i)
             time.sleep(0.3)
             if self.target.health():
                 return i
         return None
+
+    def _replay_sequence(self, frames: list[int]) -> bool:
+        """Whether these frames, one after the other on a restarted target, kill or wedge it."""
+        if not frames or not self.restart():
+            return False
+        for i in frames:
+            self._send_alone(i, wait_s=0.5)
+        time.sleep(0.3)
+        return self.target.health() is not None
+
+    def _send_alone(self, i: int, wait_s: float = 2.0) -> None:
+        """Frame i on a connection of its own; its answer (if any) read and dropped."""
+        _, frame = self.frames(i)
+        address = self.target.live_addresses()[0][1]
+        try:
+            with socket.create_connection(address, timeout=wait_s) as s:
+                s.sendall(frame)
+                s.settimeout(wait_s)
+                try:
+                    s.recv(1 << 16)
+                except OSError:
+                    pass
+        except OSError:
+            pass
 
 
 def run_fuzz(opts: FuzzOptions, log: Callable[[str], None] = lambda s: None) -> dict:
