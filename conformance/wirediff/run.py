@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from broker_impl.codec import API, API_BY_KEY
+from broker_impl.codec import API_BY_KEY
 
 from ..compare import normalise_response, structural_diff
 from ..compare.wire import node_names
