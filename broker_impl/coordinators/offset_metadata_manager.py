@@ -61,6 +61,11 @@ class GroupLookup(Protocol):
         """Restart the member's session timeout (a classic member's commit is a heartbeat)."""
 
 
+def _long(n: int) -> int:
+    """``n`` as a Java long: two's complement, 64 bits."""
+    return (n + 2**63) % 2**64 - 2**63
+
+
 class OffsetMetadataManager:
     def __init__(self, config: BrokerConfig, store: OffsetsTopic, groups: GroupLookup):
         self.config = config
@@ -160,7 +165,8 @@ class OffsetMetadataManager:
                 # With the classic protocol a commit also keeps the member's session alive.
                 self.groups.reschedule_heartbeat(group, group.members[member_id])
         now = now_ms()
-        expire = now + retention_time_ms if retention_time_ms != -1 else None
+        # Kafka adds the two as Java longs: a huge retention wraps around (the fuzzer sent one)
+        expire = _long(now + retention_time_ms) if retention_time_ms != -1 else None
         result: dict[TopicPartition, Errors] = {}
         to_write: list[tuple[TopicPartition, OffsetAndMetadata]] = []   # one record per entry
         for topic, partition, offset, leader_epoch, metadata in offsets:
