@@ -78,7 +78,7 @@ def summary(report: dict) -> str:
         + (f", skipped (unadvertised key) {c['skipped']}" if c["skipped"] else ""),
         f"  crashes {report['crashes']}, hangs {report['hangs']}, internal errors "
         f"{'not readable' if ie is None else ie}, log +{report['log_bytes'] / 2**20:.2f} MB, "
-        f"max RSS {report['max_rss_bytes'] / 2**20:.0f} MiB",
+        f"max RSS {report['max_rss_bytes'] / 2**20:.0f} MiB, {report['topics_at_end']} topics at the end",
         f"  round trip{' (after a restart)' if rt.get('after_restart') else ''}: "
         f"{rt.get('error') or 'ok, %s of %s records read back' % (rt.get('consumed'), rt.get('produced'))}",
     ]

@@ -39,7 +39,7 @@ from broker_impl.codec import FrameBuffer, FrameError, request_info
 
 from ..runner import new_run_id
 from ..runner.row import now_iso
-from ..targets import NotApplicable, TopicSpec, Topology, make_target
+from ..targets import NotApplicable, TopicSpec, Topology, make_target, wire
 from ..wirediff.generate import Names
 from ..wirediff.recipes import client_versions
 from ..wirediff.run import DATA_TOPIC, DIFF_BROKER_CONFIGS, Side, prepare
@@ -413,6 +413,7 @@ def run_fuzz(opts: FuzzOptions, log: Callable[[str], None] = lambda s: None) -> 
         fz.run()
         fuzz_s = time.monotonic() - t1
         restarted = fz.target.health() is not None and fz.restart()  # the last incident ended the run
+        topics = _topic_count(fz.target)
         if fz.target.health() is None:
             round_trip = asdict(client_session(fz.target._live_bootstrap(), FUZZ_TOPIC, "fz-final",
                                                transactions="transactions" in fz.target.capabilities))
@@ -434,7 +435,7 @@ def run_fuzz(opts: FuzzOptions, log: Callable[[str], None] = lambda s: None) -> 
             "incidents": fz.incidents,
             "internal_errors": fz.internal_count if fz.logs_readable else None,
             "internal_error_samples": fz.internal,
-            "log_bytes": fz.log_bytes, "max_rss_bytes": fz.max_rss,
+            "log_bytes": fz.log_bytes, "max_rss_bytes": fz.max_rss, "topics_at_end": topics,
             "round_trip": round_trip, "total_seconds": round(time.monotonic() - t0, 1),
         }
     finally:
@@ -447,6 +448,14 @@ def run_fuzz(opts: FuzzOptions, log: Callable[[str], None] = lambda s: None) -> 
     with open(opts.results_dir / "results.jsonl", "w", encoding="utf-8") as out:
         out.write(json.dumps(result_row(report), default=str) + "\n")
     return report
+
+
+def _topic_count(target) -> int | None:
+    """How many topics the target has (fuzzed CreateTopics and auto-creating Metadata add some)."""
+    try:
+        return len(wire.metadata(target.live_addresses()[0][1], None).topics)
+    except (wire.WireError, IndexError):
+        return None
 
 
 def result_row(report: dict) -> dict:
