@@ -15,7 +15,9 @@ from broker_impl.cli import run_from_args
 from reports.cli import report, transcript
 
 from .clients.registry import availability
+from .fuzz.cli import add_fuzz_parser
 from .runner.cli import add_run_parser
+from .wirediff.cli import add_diff_parser
 from .targets import target_rows
 
 
@@ -110,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     an.set_defaults(func=_cmd_analyze)
 
     add_run_parser(sub)
+    add_diff_parser(sub)
+    add_fuzz_parser(sub)
     return p
 
 

@@ -322,8 +322,8 @@ class GroupMetadataManager:
         if not group_id_valid(group_id):
             return Errors.INVALID_GROUP_ID, []
         group = self.groups.get(group_id)
-        if group is None:
-            return Errors.UNKNOWN_MEMBER_ID, []
+        if group is None:  # Kafka 4.3.1 (measured): no group-level error, every member unknown
+            return Errors.NONE, [Errors.UNKNOWN_MEMBER_ID] * len(members)
         if group.is_in(GroupState.DEAD):
             return Errors.COORDINATOR_NOT_AVAILABLE, []
         errors: list[Errors] = []

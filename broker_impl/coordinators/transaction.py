@@ -373,10 +373,9 @@ class TransactionCoordinator:
 
     # ================================================================== describe / list
     def describe(self, transactional_id: str, T):
-        """One DescribeTransactions TransactionState (``T`` is its generated class)."""
-        out = T(error_code=Errors.NONE, transactional_id=transactional_id, transaction_state="",
-                transaction_timeout_ms=0, transaction_start_time_ms=-1, producer_id=-1, producer_epoch=-1,
-                topics=[])
+        """One DescribeTransactions TransactionState (``T`` is its generated class). An error
+        leaves every other field at the schema's default (0), as Kafka does (measured on 4.3.1)."""
+        out = T(error_code=Errors.NONE, transactional_id=transactional_id)
         if not self.is_active:
             out.error_code = Errors.COORDINATOR_NOT_AVAILABLE
             return out

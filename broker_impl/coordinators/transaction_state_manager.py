@@ -137,10 +137,13 @@ class TransactionStateManager:
 
     # ------------------------------------------------------------------ load
     def _bump_coordinator_epoch(self) -> int:
+        """Kafka's coordinator epoch is the __transaction_state partition's leader epoch. A
+        restart of a single KRaft node moves it by two: the partition goes leaderless while the
+        node is away and is led again when it is back (measured on 4.3.1: 0, then 2)."""
         epoch = 0
         if self._epoch_file.exists():
             text = self._epoch_file.read_text().strip()
-            epoch = int(text) + 1 if text else 0
+            epoch = int(text) + 2 if text else 0
         replace_durably(self._epoch_file, str(epoch))
         return epoch
 

@@ -51,8 +51,10 @@ def _read_all(broker: Broker, ctx, req):
                    preferred_read_replica=-1, records=b"")
             parts.append(pr)
             if topic is None or not 0 <= fp.partition < len(topic.partitions):
-                pr.error_code = Errors.UNKNOWN_TOPIC_ID if by_id else Errors.UNKNOWN_TOPIC_OR_PARTITION
-                pr.aborted_transactions = None
+                # Kafka 4.3.1 (measured): an unknown partition of a known topic id is
+                # UNKNOWN_TOPIC_OR_PARTITION, and either answer carries an empty aborted list
+                pr.error_code = Errors.UNKNOWN_TOPIC_ID if by_id and topic is None else Errors.UNKNOWN_TOPIC_OR_PARTITION
+                pr.aborted_transactions = []
                 continue
             part = topic.partitions[fp.partition]
             plog = part.log

@@ -52,6 +52,9 @@ async def handle_join_group(broker: Broker, ctx, req):
 @handles("SyncGroup")
 async def handle_sync_group(broker: Broker, ctx, req):
     R = ctx.api.Response
+    if ctx.version >= 5 and (req.protocol_type is None or req.protocol_name is None):
+        # KafkaApis: from v5 both are mandatory (SyncGroupRequest.areMandatoryProtocolTypeAndNamePresent)
+        return R(throttle_time_ms=0, error_code=Errors.INCONSISTENT_GROUP_PROTOCOL, assignment=b"")
     assignments = {a.member_id: bytes(a.assignment) for a in req.assignments or ()}
     result = await broker.group_coordinator.sync_group(
         group_id=req.group_id, generation_id=req.generation_id, member_id=req.member_id,

@@ -38,13 +38,20 @@ async def handle_metadata(broker: Broker, ctx, req):
     out = []
     auto_create = broker.config.bool("auto.create.topics.enable") and (
         ctx.version < 4 or req.allow_auto_topic_creation)
+    if ctx.version in (10, 11) and any(rt.name is None or bytes(rt.topic_id) != ZERO_UUID for rt in req.topics or ()):
+        # v10-11 carry topic ids but Kafka serves only names there: an id (or no name) makes the
+        # whole request invalid (MetadataRequest.getErrorResponse: no brokers, no controller).
+        return R(throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=-1, error_code=0,
+                 cluster_authorized_operations=NO_AUTHORIZED_OPS,
+                 topics=[T(error_code=Errors.INVALID_REQUEST, name=rt.name or "", topic_id=bytes(rt.topic_id),
+                           partitions=[], topic_authorized_operations=NO_AUTHORIZED_OPS) for rt in req.topics])
     if req.topics is None or (ctx.version == 0 and not req.topics):
         wanted = [(t.name, None) for t in broker.topics.topics.values()]
     else:
         wanted = []
         for rt in req.topics:
             name = rt.name
-            if name is None and ctx.version >= 10 and rt.topic_id:
+            if ctx.version >= 12 and (name is None or bytes(rt.topic_id) != ZERO_UUID):  # an id wins over a name
                 t = broker.topics.by_id.get(bytes(rt.topic_id))
                 if t is None:
                     out.append(T(error_code=Errors.UNKNOWN_TOPIC_ID, name=None, topic_id=bytes(rt.topic_id),

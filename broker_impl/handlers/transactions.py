@@ -14,11 +14,11 @@ import re
 from typing import TYPE_CHECKING
 
 from . import handles
-from ..cluster.topics import by_topic
+from ..cluster.topics import by_topic, validate_topic_name
 from ..coordinators.transaction import ADD_PARTITION, DEFAULT_ERROR, GENERIC_ERROR_SUPPORTED
 from ..coordinators.transaction_markers import GROUP_METADATA_TOPIC, complete_group_offsets, write_marker
 from ..coordinators.transaction_metadata import TV_0, TV_2, CoordinatorError
-from ..protocol.errors import Errors
+from ..protocol.errors import Errors, KafkaError
 
 if TYPE_CHECKING:
     from ..server.broker import Broker
@@ -158,6 +158,8 @@ async def handle_txn_offset_commit(broker: Broker, ctx, req):
         errors.update({tp: err for tp in valid})
         return answer(errors)
 
+    if not req.group_id:  # the group coordinator checks it before the transaction (Kafka 4.3.1)
+        return fail_all(Errors.INVALID_GROUP_ID)
     # The producer epoch, as the __consumer_offsets partition's producer state would check it.
     try:
         md = coordinator.txn_manager.get(req.transactional_id)
@@ -235,8 +237,12 @@ async def handle_describe_producers(broker: Broker, ctx, req):
         for p in t.partition_indexes:
             part = broker.topics.partition(t.name, p)
             if part is None:
-                parts.append(PResp(partition_index=p, error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION,
-                                   error_message=None, active_producers=[]))
+                try:  # a name that cannot be a topic's is INVALID_TOPIC_EXCEPTION, as in Kafka
+                    validate_topic_name(t.name)
+                    err, msg = Errors.UNKNOWN_TOPIC_OR_PARTITION, None
+                except KafkaError as exc:
+                    err, msg = exc.error, exc.message
+                parts.append(PResp(partition_index=p, error_code=err, error_message=msg, active_producers=[]))
                 continue
             producers = [PS(**d) for d in part.log.describe_producers()]
             parts.append(PResp(partition_index=p, error_code=Errors.NONE, error_message=None,

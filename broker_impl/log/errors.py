@@ -103,6 +103,12 @@ class InvalidRecordError(LogError):
     error = Errors.INVALID_RECORD
 
 
+class InvalidRequestRecordsError(InvalidRecordError):
+    """INVALID_RECORD from Kafka's ProduceRequest.validateRecords: the request's records are
+    refused before they reach the log (no batch, several, magic < 2), so Kafka's answer carries
+    no log start offset."""
+
+
 class KafkaStorageError(LogError):
     """The log directory failed (I/O error): KAFKA_STORAGE_ERROR."""
 

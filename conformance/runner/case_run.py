@@ -24,15 +24,11 @@ from .actors import Actors
 from .checks import expect_matches, unspecified_check
 from .faults import FaultRealiser
 from .namespace import Namespace
-from ..raw import RequestError, namespace_body, resolve_refs, send_frame, send_request
+from ..raw import RAW_RETRY, RequestError, namespace_body, resolve_refs, send_frame, send_request
 
 DEFAULT_DEADLINE_MS = 20_000
 #: How often the runner looks whether a target process ended while a step runs (Target.exited).
 WATCH_INTERVAL_S = 0.5
-#: Errors a raw `request` retries by default (its `retry:` list replaces this; `[]`: none).
-RAW_RETRY = ("COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR",
-             "NOT_LEADER_OR_FOLLOWER", "LEADER_NOT_AVAILABLE", "UNKNOWN_TOPIC_OR_PARTITION")
-RAW_RETRY_BACKOFF_S = 0.1
 
 
 class TargetCrashed(Exception):
@@ -256,16 +252,11 @@ class CaseRun:
             body = namespace_body(resolve_refs(args.get("body") or {}, self._step_data), self.ns.name)
         except RequestError as exc:
             return Outcome.failure("request", "DRIVER_ERROR", str(exc))
-        retry = set(args.get("retry", RAW_RETRY))
-        timeout_ms = int(args.get("timeout_ms", 5000))
-        end = time.monotonic() + timeout_ms / 1000
-        while True:
-            out = send_request(address, args["api"], int(args["version"]), body, timeout_s=timeout_ms / 1000)
-            # Like a client: "not ready yet" answers (a fresh topic, a coordinator still loading
-            # __transaction_state) are retried until the step's time is up.
-            if not (out.ok and out.data.get("error") in retry) or time.monotonic() + RAW_RETRY_BACKOFF_S > end:
-                return out
-            time.sleep(RAW_RETRY_BACKOFF_S)
+        # Like a client: "not ready yet" answers are retried until the step's time is up (the
+        # case's `retry:` list replaces RAW_RETRY; `[]`: none).
+        return send_request(address, args["api"], int(args["version"]), body,
+                            timeout_s=int(args.get("timeout_ms", 5000)) / 1000,
+                            retry=set(args.get("retry", RAW_RETRY)))
 
     def _send_many(self, proc, args: dict, deadline: int) -> Outcome:
         t0 = time.monotonic()
