@@ -101,6 +101,8 @@ class Partition:
         self.pending_isr: list[int] | None = None
         self.leader_epoch_start_offset: int | None = 0 if not replicated else None
         self._changed = trio.Event()
+        if log is not None and not replicated and log.leader_epoch_cache.latest_epoch is None:
+            log.leader_epoch_cache.assign(0, log.log_end_offset)   # it became leader at epoch 0
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic}-{self.index}, leader={self.leader}, epoch={self.leader_epoch}, "

@@ -76,8 +76,10 @@ class Topic:
 class TopicRegistry:
     """Creates, deletes and remembers topics; opens their partition logs."""
 
-    def __init__(self, data_dir: Path, log_factory, new_partition=None):
+    def __init__(self, data_dir: Path, log_factory, new_partition=None, creates_topics: bool = True):
         self.data_dir = data_dir
+        #: False on a broker of a cluster: only the controller creates and deletes topics
+        self.creates_topics = creates_topics
         self.log_factory = log_factory   # (directory, topic_configs) -> PartitionLog
         #: (topic name, index, log or None) -> Partition
         self.new_partition = new_partition or (lambda name, index, log: Partition(name, index, log))
@@ -108,6 +110,8 @@ class TopicRegistry:
 
     # -- operations --------------------------------------------------------
     def create(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> Topic:
+        if not self.creates_topics:
+            raise KafkaError(Errors.NOT_CONTROLLER, f"Topic '{name}' is created by the controller of this cluster.")
         validate_topic_name(name)
         if name in self.topics:
             raise KafkaError(Errors.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
