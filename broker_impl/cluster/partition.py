@@ -80,7 +80,8 @@ class ReplicaState:
 class Partition:
     def __init__(self, topic: str, index: int, log=None, local_id: int = -1, *, replicated: bool = False,
                  min_insync_replicas: int = 1, replica_lag_time_max_ms: int = 30000,
-                 broker_alive: Callable[[int], bool] = lambda _id: True):
+                 broker_alive: Callable[[int], bool] = lambda _id: True,
+                 on_append: Callable[[], None] = lambda: None):
         self.topic = topic
         self.index = index
         self.log = log                  # broker_impl.log.PartitionLog where this broker is a replica
@@ -90,6 +91,9 @@ class Partition:
         self.min_insync_replicas = min_insync_replicas
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.broker_alive = broker_alive
+        #: called after each append as the leader: wakes the fetches in long poll (followers
+        #: copy at once, so an acks=all append is replicated in a round trip, not a poll)
+        self.on_append = on_append
         # what the controller decided (the image); a one-node broker leads everything at epoch 0
         self.replicas: list[int] = [] if replicated else [local_id]
         self.isr: list[int] = list(self.replicas)
@@ -226,6 +230,8 @@ class Partition:
         info = self.log.append(records, origin=origin, api_version=api_version,
                                transaction_version=transaction_version, now_ms=now)
         self.maybe_increment_hw(now)
+        if not info.duplicate:
+            self.on_append()
         return info
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, Errors]:

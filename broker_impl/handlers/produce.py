@@ -55,7 +55,6 @@ async def handle_produce(broker: Broker, ctx, req):
     acks = req.acks
     by_id = ctx.version >= 13
     out = []
-    appended = False
     waits = []          # (partition response, partition, offset the HW must reach)
     endpoints: dict = {}
     txn = broker.txn_coordinator
@@ -98,15 +97,12 @@ async def handle_produce(broker: Broker, ctx, req):
                 else:
                     parts.append(_partition_error(P, pd.index, exc.error, exc.message))
                 continue
-            appended = appended or not result.duplicate
             pr = P(index=pd.index, error_code=0, base_offset=result.first_offset,
                    log_append_time_ms=result.log_append_time, log_start_offset=result.log_start_offset)
             parts.append(pr)
             if acks == -1:
                 waits.append((pr, part, result.last_offset + 1))
         out.append(T(name=td.name, topic_id=td.topic_id, partition_responses=parts))
-    if appended:
-        broker.notify_append()
     if acks == 0:
         return None
     if waits:

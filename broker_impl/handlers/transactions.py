@@ -141,7 +141,6 @@ async def handle_write_txn_markers(broker: Broker, ctx, req):
             topics.append(TR(name=t.name, partitions=parts))
         out.append(MR(producer_id=m.producer_id, topics=topics))
     if waits:
-        broker.notify_append()
         errors = await broker.replica_manager.wait_for_acks([(part, o) for _, part, o, *_ in waits],
                                                             broker.config.int("request.timeout.ms"))
         for (pr, _part, _o, group_offsets, producer_id, commit), err in zip(waits, errors):

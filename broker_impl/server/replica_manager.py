@@ -48,7 +48,8 @@ class ReplicaManager:
     def new_partition(self, topic: str, index: int, log_=None) -> Partition:
         return Partition(topic, index, log_, self.local_id, replicated=self.replicated,
                          min_insync_replicas=self.default_min_isr,
-                         replica_lag_time_max_ms=self.replica_lag_time_max_ms, broker_alive=self.broker_alive)
+                         replica_lag_time_max_ms=self.replica_lag_time_max_ms, broker_alive=self.broker_alive,
+                         on_append=self.broker.notify_append)
 
     def broker_alive(self, broker_id: int) -> bool:
         if not self.replicated:
