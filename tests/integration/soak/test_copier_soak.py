@@ -33,7 +33,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 PARTITIONS = 2
 RECORDS = 3000
+#: the input is written over this long; the chaos lasts at least as long, and until
 CHAOS_S = 45.0
+#: this many broker kills and copier kills happened (a JVM restarts slower), within
+MIN_BROKER_KILLS = 6
+MIN_COPIER_KILLS = 2
+CHAOS_LIMIT_S = 300.0
 CATCH_UP_S = 120.0
 COPIER = Path(__file__).with_name("copier.py")
 
@@ -131,10 +136,16 @@ class Soak:
                     self.start_copier()
             self.stop_copier.wait(0.5)
 
+    def chaos_done(self, started: float) -> bool:
+        enough = self.fig.broker_kills >= MIN_BROKER_KILLS and self.fig.copier_kills >= MIN_COPIER_KILLS
+        return (self.stop_chaos.is_set() and enough) or time.monotonic() - started > CHAOS_LIMIT_S
+
     def chaos(self) -> None:
         nodes = self.target.node_ids()
-        next_copier_kill = time.monotonic() + self.rng.uniform(5, 9)
-        while not self.stop_chaos.wait(self.rng.uniform(2.0, 4.0)):
+        started = time.monotonic()
+        next_copier_kill = started + self.rng.uniform(5, 9)
+        while not self.chaos_done(started):
+            time.sleep(self.rng.uniform(2.0, 4.0))
             node = self.rng.choice(nodes)
             self.target.kill(node)
             self.fig.broker_kills += 1
@@ -161,7 +172,7 @@ class Soak:
         for t in (producer, copier, chaos):
             t.start()
         producer.join()
-        self.stop_chaos.set()
+        self.stop_chaos.set()     # once there were kills enough
         chaos.join()
         for n in self.target.node_ids():
             if n in self.target.down:
@@ -213,7 +224,7 @@ def test_transactional_copier_survives_broker_and_copier_kills(target_name, tmp_
         target.stop()
     print(figures.line())
     assert not figures.errors, figures.errors
-    assert figures.broker_kills >= 5 and figures.copier_kills >= 2, figures.line()
+    assert figures.broker_kills >= MIN_BROKER_KILLS and figures.copier_kills >= MIN_COPIER_KILLS, figures.line()
     assert figures.lost_acknowledged == 0, figures.line()
     assert figures.acknowledged <= figures.input_records, figures.line()
     assert (figures.duplicates, figures.lost_in_copy, figures.extra_in_output) == (0, 0, 0), figures.line()
