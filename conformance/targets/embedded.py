@@ -116,6 +116,9 @@ class EmbeddedTarget(LocalProcessTarget):
     def _launch(self, topology: Topology, broker_configs: dict[str, str], workdir: Path) -> None:
         n = topology.nodes
         cluster = n > 1 or topology.controller == "dedicated"
+        # As on the apache-kafka target: the internal topics exist before a case kills a node (with
+        # a node down their replication factor could not be met, and no group could be found).
+        self.prewarm_coordinators = cluster
         configs = {**cluster_broker_defaults(n), **broker_configs} if cluster else dict(broker_configs)
         self._plain_configs = {k: v for k, v in configs.items() if not is_fault_config(k)}
         self._arms = parse_arms(configs)
