@@ -36,7 +36,9 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import broker_impl
@@ -244,3 +246,21 @@ class EmbeddedTarget(LocalProcessTarget):
             raise TargetStartError(f"embedded broker did not announce its port: {exc}") from None
         m = LISTENING.match(line)
         return m.group(1), int(m.group(2))
+
+
+def serve_cluster(nodes: int, controller: str, configs: dict[str, str], workdir: Path, announce) -> None:
+    """``kconform cluster``: an embedded cluster of ``nodes`` until SIGINT/SIGTERM;
+    ``announce(bootstrap)`` once every node is up."""
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    target = EmbeddedTarget()
+    try:
+        announce(target.start(Topology(nodes=nodes, controller=controller), configs, workdir))
+        while not stop.wait(0.5):
+            dead = target.health()
+            if dead:
+                raise TargetStartError(f"the cluster lost a node: {dead}")
+    finally:
+        target.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
