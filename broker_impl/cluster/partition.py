@@ -105,8 +105,6 @@ class Partition:
         self.pending_isr: list[int] | None = None
         self.leader_epoch_start_offset: int | None = 0 if not replicated else None
         self._changed = trio.Event()
-        if log is not None and not replicated and log.leader_epoch_cache.latest_epoch is None:
-            log.leader_epoch_cache.assign(0, log.log_end_offset)   # it became leader at epoch 0
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic}-{self.index}, leader={self.leader}, epoch={self.leader_epoch}, "
@@ -149,7 +147,12 @@ class Partition:
         """(epoch, end offset) for OffsetForLeaderEpoch (LeaderEpochFileCache.endOffsetFor)."""
         if self.log is None:
             return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-        return self.log.leader_epoch_cache.end_offset_for(epoch, self.log.log_end_offset)
+        cache = self.log.leader_epoch_cache
+        if not self.replicated and cache.latest_epoch is None:
+            # A one-node broker leads at epoch 0 from the start; its cache is written with the
+            # first batch (not at creation: a topic of many partitions is created in a request).
+            return (0, self.log.log_end_offset) if epoch == 0 else (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+        return cache.end_offset_for(epoch, self.log.log_end_offset)
 
     # ================================================================== waiting
     def _signal(self) -> None:

@@ -126,7 +126,8 @@ class TransactionCoordinator:
         now = now_ms()
         for t in list(self.broker.topics.topics.values()):
             for p in t.partitions:
-                p.log.remove_expired_producers(now)
+                if p.log is not None:     # a cluster's broker holds the logs of its replicas only
+                    p.log.remove_expired_producers(now)
 
     # ================================================================== InitProducerId
     async def init_producer_id(self, transactional_id: str, timeout_ms: int,

@@ -10,9 +10,10 @@ transactional offsets of that producer in its group coordinator (handlers/transa
 Once every partition has its marker, CompleteCommit/CompleteAbort is appended to the
 transaction log.
 
-Markers go one partition at a time, in partition order (Kafka batches the partitions of one
-leader into one request; one at a time keeps the fault point ``after_some_markers`` exact on a
-single node). Per-partition outcomes follow the completion handler:
+Markers go to the partitions' leaders at once, and to one leader one partition at a time, in
+partition order (Kafka batches the partitions of one leader into one request; one at a time
+keeps the fault point ``after_some_markers`` exact on a single node). Per-partition outcomes
+follow the completion handler:
 - INVALID_PRODUCER_EPOCH / TRANSACTION_COORDINATOR_FENCED: stop, this transaction "can now be
   ignored" (it stays in Prepare* until a coordinator loads it again, as in Kafka);
 - the partition's topic is gone from the metadata: the partition is dropped from the transaction;
@@ -89,31 +90,55 @@ class TransactionMarkerChannelManager:
         return self.txn_manager.coordinator_epoch_of(md.transactional_id) == coordinator_epoch
 
     async def _write_markers(self, coordinator_epoch: int, commit: bool, md: TransactionMetadata) -> bool:
+        """Every partition's marker; False when the transaction's markers stopped (fenced, or
+        no longer the coordinator)."""
         partitions = sorted(md.topic_partitions)
-        written = 0
+        by_leader: dict[int, list] = {}
         for tp in partitions:
+            by_leader.setdefault(self._leader_of(*tp), []).append(tp)
+        progress = {"written": 0, "stopped": False}
+        async with trio.open_nursery() as nursery:
+            for tps in by_leader.values():
+                nursery.start_soon(self._write_to_one_leader, coordinator_epoch, commit, md, tps, len(partitions),
+                                   progress)
+        if progress["stopped"]:
+            return False
+        if FAULTS.armed:
+            await FAULTS.reach("after_all_markers", md.transactional_id)
+        return True
+
+    def _leader_of(self, topic: str, index: int) -> int:
+        t = self.broker.topics.get(topic)
+        return t.partitions[index].leader if t is not None and 0 <= index < len(t.partitions) else -1
+
+    async def _write_to_one_leader(self, coordinator_epoch: int, commit: bool, md: TransactionMetadata, tps: list,
+                                   total: int, progress: dict) -> None:
+        """The markers of the partitions one leader had when sending began, in order (each is
+        retried where its leader is now)."""
+        for tp in tps:
             topic, index = tp
             while True:
+                if progress["stopped"]:
+                    return
                 if not self._still_coordinator(md, coordinator_epoch):
                     log.info("no longer the coordinator of %s at epoch %d: its markers stop", md.transactional_id,
                              coordinator_epoch)
-                    return False
+                    progress["stopped"] = True
+                    return
                 error = await self._send_marker(topic, index, commit, md, coordinator_epoch)
                 if error in (Errors.NONE, None):
                     break
                 if error in _STOP:
                     log.info("markers of %s stopped on %s-%d: %s", md.transactional_id, topic, index, error.name)
-                    return False
+                    progress["stopped"] = True
+                    return
                 log.info("marker for %s on %s-%d failed (%s); retrying", md.transactional_id, topic, index,
                          error.name)
                 await trio.sleep(RETRY_BACKOFF_S)
             md.remove_partition(tp)
-            written += 1
-            if FAULTS.armed and written < len(partitions):
-                await FAULTS.reach("after_some_markers", f"{md.transactional_id} {written}/{len(partitions)}")
-        if FAULTS.armed:
-            await FAULTS.reach("after_all_markers", md.transactional_id)
-        return True
+            progress["written"] += 1
+            if FAULTS.armed and progress["written"] < total:
+                await FAULTS.reach("after_some_markers", f"{md.transactional_id} {progress['written']}/{total}")
 
     async def _send_marker(self, topic: str, index: int, commit: bool, md: TransactionMetadata,
                            coordinator_epoch: int) -> Errors | None:

@@ -257,9 +257,9 @@ async def handle_describe_producers(broker: Broker, ctx, req):
         parts = []
         for p in t.partition_indexes:
             part = broker.topics.partition(t.name, p)
-            if part is None:
-                parts.append(PResp(partition_index=p, error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION,
-                                   error_message=None, active_producers=[]))
+            if part is None or not part.is_leader:
+                err = Errors.UNKNOWN_TOPIC_OR_PARTITION if part is None else Errors.NOT_LEADER_OR_FOLLOWER
+                parts.append(PResp(partition_index=p, error_code=err, error_message=None, active_producers=[]))
                 continue
             producers = [PS(**d) for d in part.log.describe_producers()]
             parts.append(PResp(partition_index=p, error_code=Errors.NONE, error_message=None,
