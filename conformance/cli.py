@@ -12,6 +12,7 @@ from pathlib import Path
 
 from broker_impl.cli import build_parser as broker_parser
 from broker_impl.cli import run_from_args
+from broker_impl.config import ConfigError, parse_sets
 from reports.cli import report, transcript
 
 from .clients.registry import availability
@@ -19,10 +20,23 @@ from .fuzz.cli import add_fuzz_parser
 from .runner.cli import add_run_parser
 from .wirediff.cli import add_diff_parser
 from .targets import target_rows
+from .targets.embedded import serve_cluster
+from .vocabulary import CONTROLLER_PLACEMENTS
 
 
 def _cmd_broker(args) -> int:
     return run_from_args(args)
+
+
+def _cmd_cluster(args) -> int:
+    try:
+        configs = parse_sets(args.sets)
+    except ConfigError as exc:
+        print(f"kconform cluster: {exc}", file=sys.stderr)
+        return 2
+    serve_cluster(args.nodes, args.controller, configs, args.data_dir,
+                  lambda bootstrap: print(f"bootstrap {bootstrap}", flush=True))
+    return 0
 
 
 def _cmd_targets(args) -> int:
@@ -80,6 +94,15 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("broker", help="run the embedded trio Kafka broker")
     broker_parser(b)
     b.set_defaults(func=_cmd_broker)
+
+    c = sub.add_parser("cluster", help="run an embedded cluster: N brokers and a controller (docs/cluster.md)")
+    c.add_argument("--nodes", type=int, default=3, help="brokers (1-5)")
+    c.add_argument("--controller", choices=CONTROLLER_PLACEMENTS, default="combined",
+                   help="combined: the quorum lives on the nodes (a majority must live); dedicated: its own process")
+    c.add_argument("--data-dir", required=True, type=Path, help="one sub-directory per node")
+    c.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="a broker config for every node, with Kafka's name (repeatable)")
+    c.set_defaults(func=_cmd_cluster)
 
     t = sub.add_parser("targets", help="list the targets and whether each can start here")
     t.set_defaults(func=_cmd_targets)

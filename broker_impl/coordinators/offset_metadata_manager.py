@@ -295,6 +295,16 @@ class OffsetMetadataManager:
         """The group was deleted, its tombstones written by the caller (DeleteGroups)."""
         self.offsets.pop(group_id, None)
 
+    def unload(self, group_id: str) -> None:
+        """Another broker coordinates the group now: its offsets, committed and pending in
+        transactions, live there (read back from the log)."""
+        self.offsets.pop(group_id, None)
+        for pid in list(self.pending_txn_offsets):
+            by_group = self.pending_txn_offsets[pid]
+            by_group.pop(group_id, None)
+            if not by_group:
+                del self.pending_txn_offsets[pid]
+
     def on_topics_deleted(self, topics: set[str]) -> None:
         """Drop (with tombstones) every committed offset of deleted topics, as Kafka's
         ``GroupCoordinator.onPartitionsDeleted`` does; call it from DeleteTopics."""

@@ -8,6 +8,8 @@ reads UNKNOWN_TOPIC_ID, as in Kafka; offsets are still kept by topic name
 As Kafka's KafkaApis does before calling the coordinator, OffsetCommit and
 OffsetDelete check that each partition exists (UNKNOWN_TOPIC_OR_PARTITION
 otherwise: measured on Kafka 4.3.1 for a partition index the topic lacks).
+A group this broker does not coordinate reads NOT_COORDINATOR; a commit is answered
+once it is replicated.
 """
 
 from __future__ import annotations
@@ -52,11 +54,20 @@ async def handle_offset_commit(broker: Broker, ctx, req):
                     entries.append((name, pd.partition_index, pd.committed_offset,
                                     pd.committed_leader_epoch if v >= 6 else -1, pd.committed_metadata))
     results = {}
-    if entries:
-        results = broker.group_coordinator.commit_offsets(
+    gc = broker.group_coordinator
+    not_here = gc.coordinator_error(req.group_id)
+    if not_here is not None:
+        results = {(name, pd.partition_index): not_here for _td, name, _tid, err in resolved if err is Errors.NONE
+                   for pd in _td.partitions or ()}
+    elif entries:
+        results = gc.commit_offsets(
             group_id=req.group_id, member_id=req.member_id or "", group_instance_id=req.group_instance_id,
             generation_id=req.generation_id_or_member_epoch,
             retention_time_ms=req.retention_time_ms if v <= 4 else -1, offsets=entries, api_version=v)
+        if any(e is Errors.NONE for e in results.values()):
+            replicated = await gc.await_replicated(req.group_id)
+            if replicated is not Errors.NONE:
+                results = {k: replicated if e is Errors.NONE else e for k, e in results.items()}
     out = []
     for td, name, tid, err in resolved:
         parts = [P(partition_index=pd.partition_index,
@@ -71,6 +82,9 @@ def _fetch_group(broker: Broker, version: int, group_id: str, topics, require_st
     """Run one group's fetch; returns (group error, [(name, topic_id, [(p, off, epoch, md, err)])])."""
     gc = broker.group_coordinator
     by_id = version >= 10
+    not_here = gc.coordinator_error(group_id)
+    if not_here is not None:
+        return not_here, []
     if topics is None:
         err, res = gc.fetch_offsets(group_id, None, require_stable)
         out = []
@@ -154,7 +168,13 @@ async def handle_offset_delete(broker: Broker, ctx, req):
     for td in req.topics or ():
         wanted.extend((td.name, pd.partition_index) for pd in td.partitions or ()
                       if broker.topics.partition(td.name, pd.partition_index) is not None)
-    err, results = broker.group_coordinator.delete_offsets(req.group_id, wanted)
+    gc = broker.group_coordinator
+    err = gc.coordinator_error(req.group_id) or Errors.NONE
+    results = {}
+    if err is Errors.NONE:
+        err, results = gc.delete_offsets(req.group_id, wanted)
+    if err is Errors.NONE:
+        err = await gc.await_replicated(req.group_id)
     if err is not Errors.NONE:
         return R(error_code=err, throttle_time_ms=0, topics=[])
     topics = []

@@ -51,6 +51,8 @@ def _request_limit(broker: Broker, req) -> str | None:
 
 @handles("CreateTopics")
 async def handle_create_topics(broker: Broker, ctx, req):
+    """The request's own fields are checked here; the topic is made by whoever decides in this
+    cluster (server/topic_creation: this broker alone, or the controller)."""
     R = ctx.api.Response
     results = []
     too_large = _request_limit(broker, req)
@@ -69,7 +71,7 @@ async def handle_create_topics(broker: Broker, ctx, req):
                 rf = broker.config.int("default.replication.factor")
             if rf <= 0:
                 raise KafkaError(Errors.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
-            if rf > 1:
+            if rf > 1 and not broker.is_cluster:
                 raise KafkaError(Errors.INVALID_REPLICATION_FACTOR,
                                  f"Unable to replicate the partition {rf} time(s): The target replication "
                                  f"factor of {rf} cannot be reached because only 1 broker(s) are registered.")
@@ -78,16 +80,11 @@ async def handle_create_topics(broker: Broker, ctx, req):
                 if c.name not in TOPIC_CONFIGS:
                     raise KafkaError(Errors.INVALID_CONFIG, f"Unknown topic config name: {c.name}")
                 configs[c.name] = c.value
-            if broker.topics.get(t.name) is not None:
-                raise KafkaError(Errors.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
-            if req.validate_only:
-                from ..cluster.topics import validate_topic_name
-                validate_topic_name(t.name)
-                if n <= 0:
-                    raise KafkaError(Errors.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
-            else:
-                topic = broker.topics.create(t.name, n, configs)
-                res.topic_id = topic.topic_id
+            created = await broker.topic_creator.create(t.name, n, rf, configs, validate_only=req.validate_only)
+            if created.error != Errors.NONE:
+                raise KafkaError(created.error, created.message)
+            if not req.validate_only:
+                res.topic_id = created.topic_id
             res.num_partitions = n
             res.replication_factor = rf
             if ctx.version >= 5:  # the new topic's configs, as DescribeConfigs would list them
@@ -136,9 +133,10 @@ async def handle_delete_topics(broker: Broker, ctx, req):
                 raise KafkaError(Errors.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
             if name.startswith("__"):
                 raise KafkaError(Errors.INVALID_TOPIC_EXCEPTION, f"Cannot delete internal topic {name}")
-            topic = broker.topics.delete(name)
-            res.topic_id = topic.topic_id
-            broker.group_coordinator.on_topics_deleted({name})
+            deleted = await broker.topic_creator.delete(name)
+            if deleted.error != Errors.NONE:
+                raise KafkaError(deleted.error, deleted.message)
+            res.topic_id = deleted.topic_id
         except KafkaError as exc:
             res.error_code = exc.error
             res.error_message = exc.message

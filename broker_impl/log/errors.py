@@ -49,6 +49,13 @@ class RecordListTooLargeError(LogError):
     error = Errors.RECORD_LIST_TOO_LARGE
 
 
+class UnexpectedAppendOffsetError(LogError):
+    """A follower was handed batches that do not start at its log end offset (Kafka's
+    UnexpectedAppendOffsetException): its fetch state and its log disagree."""
+
+    error = Errors.UNKNOWN_SERVER_ERROR
+
+
 class InvalidTimestampError(LogError):
     """CreateTime outside message.timestamp.{before,after}.max.ms (INVALID_TIMESTAMP)."""
 

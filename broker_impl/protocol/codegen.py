@@ -21,7 +21,7 @@ from __future__ import annotations
 import struct as _struct
 from typing import Any, Callable
 
-from .schema import FieldSpec, MessageSpec, StructSpec, Versions
+from .schema import FieldSpec, MessageSpec, StructSpec
 
 _MISSING = object()
 
