@@ -13,7 +13,11 @@ read_committed: broker facts, asked of each partition's leader over the wire, Ta
 1-3 s for a broker connection after bootstrap), then the observer polls until its position
 reaches that end on every partition (control records are never delivered, but clients move
 their position past them), and stops after 1.5 s of empty polls in a row otherwise. Everything is
-bounded by `observe.timeout_ms`. The observer's consumers are closed without waiting: they read
+bounded by `observe.timeout_ms`, counted from when the observer's driver is up (a JVM that takes
+10 s to start on a loaded machine used to spend the whole budget before its first Fetch). A read
+that the deadline cuts short before its positions reach the ends is an observation error, never
+an empty read (apache-kafka@3.9.1/java flink/downtime_exceeds_timeout once "read nothing" so).
+The observer's consumers are closed without waiting: they read
 by assignment, with nothing to commit and no group to leave (the Java client's close otherwise
 spends ~0.8 s each).
 """
@@ -48,10 +52,10 @@ def observe(case: Case, client: str, target: Target, bootstrap: str, ns: Namespa
     out: dict[str, Any] = {"reads": {}, "offsets": {}, "group_offsets": {}}
     if not tps and not case.observe.groups:
         return out
-    deadline = time.monotonic() + case.observe.timeout_ms / 1000
     proc = ClientProcess(client, label="observer", stderr_path=logdir / f"observer.{client}.log")
     try:
         proc.start()
+        deadline = time.monotonic() + case.observe.timeout_ms / 1000
         ends = _ends(target, tps, deadline, errors) if tps else {}
         for iso, label in (("read_uncommitted", "high_watermark"), ("read_committed", "last_stable")):
             for key, offset in ends.get(iso, {}).items():
@@ -108,7 +112,13 @@ def _read_all(proc: ClientProcess, iso: str, tps: list[dict], bootstrap: str, en
             return reads
         last: dict[str, int] = {}
         empty = 0
-        while time.monotonic() < deadline:
+        while True:
+            if time.monotonic() >= deadline:
+                if ends and not (all(last.get(k, -1) + 1 >= end for k, end in ends.items())
+                                 or _positions_reached(proc, ends)):
+                    errors.append(f"read({iso}): the observation deadline passed before the positions reached "
+                                  f"the ends {ends} (read up to {last})")
+                break
             r = proc.call("poll", 10_000, max_records=1000, timeout_ms=POLL_MS)
             if not r.ok:
                 errors.append(f"poll({iso}): {r.error.name}: {r.error.message}")
