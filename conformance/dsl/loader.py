@@ -140,8 +140,9 @@ def _join(path: str, key: Any) -> str:
 def _topology(v: _V, raw: Any) -> m.TopologyDef:
     if raw is None:
         return m.TopologyDef()
-    raw = v.mapping(raw, "topology", {"nodes", "topics", "broker_configs", "controller"})
+    raw = v.mapping(raw, "topology", {"nodes", "topics", "broker_configs", "controller", "exclusive"})
     nodes = v.integer(raw.get("nodes", 1), "topology.nodes", 1)
+    exclusive = v.boolean(raw.get("exclusive", False), "topology.exclusive")
     controller = v.string(raw.get("controller", "combined"), "topology.controller", CONTROLLER_PLACEMENTS)
     topics = []
     seen = set()
@@ -166,7 +167,8 @@ def _topology(v: _V, raw: Any) -> m.TopologyDef:
         if k.startswith("kconform.fault"):
             v.fail(f"topology.broker_configs.{k}",
                    "no fault-point config: describe faults as `fault:` steps (the runner arms them)")
-    return m.TopologyDef(nodes=nodes, topics=tuple(topics), broker_configs=configs, controller=controller)
+    return m.TopologyDef(nodes=nodes, topics=tuple(topics), broker_configs=configs, controller=controller,
+                          exclusive=exclusive)
 
 
 def _actors(v: _V, raw: Any, topics: set[str]) -> dict[str, m.ActorDef]:

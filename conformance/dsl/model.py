@@ -69,6 +69,9 @@ class TopologyDef:
     topics: tuple[TopicSpec, ...] = ()  # the case's own names (the runner makes them unique)
     broker_configs: dict[str, str] = field(default_factory=dict)
     controller: str = "combined"
+    #: The brokers serve no other row at the same time (never the run's shared instance): for a
+    #: case whose outcome depends on broker-wide state that a concurrent row would change.
+    exclusive: bool = False
 
 
 @dataclass(frozen=True)

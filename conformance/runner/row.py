@@ -90,7 +90,8 @@ def row_plan(case: Case, slot: TargetSlot, can_share: bool = True) -> RowPlan:
         raise NotApplicable(f"target {slot.name!r} lacks {', '.join(lacking)}, which the case's faults need")
     if not slot.cls.applies_broker_configs and _behaviour_configs(case):
         raise NotApplicable(f"target {slot.name!r} cannot apply the broker configs {_behaviour_configs(case)}")
-    shared = can_share and slot.cls.shareable and not case.node_faults() and not case.needs_broker_traffic()
+    shared = (can_share and slot.cls.shareable and not case.topology.exclusive and not case.node_faults()
+              and not case.needs_broker_traffic())
     proxy = None
     if case.needs_proxy():
         if slot.proxy_mode == "off":

@@ -1,0 +1,46 @@
+"""Which rows run on the run's shared Apache Kafka instance (row_plan).
+
+Why: rows on the shared instance run at the same time as other rows. A case whose outcome
+depends on broker-wide state says `topology.exclusive: true` and must get brokers of its own:
+txn/produce_to_unadded_partition's Produce v9 was answered TRANSACTION_ABORTABLE instead of
+INVALID_TXN_STATE when another row's Produce v11 opened the coordinator's verification batch
+(Kafka's AddPartitionsToTxnManager keeps one expected operation per batch). No target starts
+here: row_plan decides before anything runs.
+"""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from conformance.dsl import load_case
+from conformance.runner.row import row_plan
+from conformance.runner.slots import TargetSlot
+
+CASE = """
+title: t
+topology: {topics: [t1]%s}
+actors:
+  p1: {role: producer, config: {transactional.id: x}}
+steps:
+  - p1: init_transactions
+"""
+
+
+def plan(tmp_path: Path, topology_extra: str):
+    path = tmp_path / "txn" / "c.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(CASE % topology_extra))
+    case = load_case(path, tmp_path)
+    return case, row_plan(case, TargetSlot("apache-kafka", {}, tmp_path, "off"))
+
+
+def test_a_fault_free_case_shares_the_apache_kafka_instance(tmp_path):
+    case, p = plan(tmp_path, "")
+    assert case.topology.exclusive is False
+    assert p.shared is True
+
+
+def test_an_exclusive_case_gets_brokers_of_its_own(tmp_path):
+    case, p = plan(tmp_path, ", exclusive: true")
+    assert case.topology.exclusive is True
+    assert p.shared is False
