@@ -21,6 +21,7 @@ and the Kafka releases' run): a later row for the same case x target x client wi
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -142,6 +143,8 @@ class Matrix:
     divergences: dict[str, list[Divergence]] = field(default_factory=dict)
     not_applicable: dict[str, list[tuple[str, list[str]]]] = field(default_factory=dict)
     errors: dict[str, list[tuple[str, str, str]]] = field(default_factory=dict)
+    #: cells whose documented difference came from the case library, not the row (build)
+    documented_later: int = 0
 
     @property
     def reference_label(self) -> str:
@@ -163,20 +166,36 @@ def _ordered(values, first=None) -> list:
     return out
 
 
-def build(results_dirs: list[Path]) -> Matrix:
-    """The matrix of every row in these run directories (later directories win per cell)."""
+#: (case, target, client) -> the documented difference the runner would record for that row now.
+KnownLookup = Callable[[str, str, str], "str | None"]
+
+
+def build(results_dirs: list[Path], known: KnownLookup | None = None) -> Matrix:
+    """The matrix of every row in these run directories (later directories win per cell).
+
+    `known`: for rows written before the runner recorded `known_difference` (the field is
+    absent, not null), the case library's documented difference for the row, so a run that
+    found the divergences the library documents afterwards still shows them as documented;
+    the page says how many rows took it so (Matrix.documented_later)."""
     rows: list[dict] = []
     runs: list[dict] = []
     run_dirs: dict[int, Path] = {}
+    filled: set[int] = set()
     for d in results_dirs:
         d = Path(d)
         meta = read_run_meta(d)
         meta["results_dir"] = str(d)
         runs.append(meta)
         for r in read_results(d):
+            if known is not None and "known_difference" not in r and r["verdict"] == "fail":
+                r["known_difference"] = known(r["case"], r["target"], r["client"])
+                if r["known_difference"]:
+                    filled.add(id(r))
             rows.append(r)
             run_dirs[id(r)] = d
-    return from_rows(rows, runs, run_dirs)
+    m = from_rows(rows, runs, run_dirs)
+    m.documented_later = sum(1 for r in m.rows.values() if id(r) in filled)
+    return m
 
 
 def from_rows(rows: list[dict], runs: list[dict], run_dirs: dict[int, Path] | None = None,

@@ -19,7 +19,7 @@ import html
 import re
 from pathlib import Path
 
-from .matrix import CELL_CHARS, Matrix, build, by_documented, documented, one_line, shorten
+from .matrix import CELL_CHARS, KnownLookup, Matrix, build, by_documented, documented, one_line, shorten
 
 VERDICT_MARK = {"pass": "✅", "fail": "❌", "crash": "💥", "not_applicable": "➖", "error": "⚠️"}
 VERDICT_WORD = {"pass": "pass", "fail": "fail", "crash": "crash", "not_applicable": "n/a", "error": "error"}
@@ -95,7 +95,15 @@ def _provenance(m: Matrix, command: str | None) -> list[str]:
         lines.append(f"- `{_run_command(meta)}` -- run `{meta.get('run_id', '?')}`, {n_cases} cases, started "
                      f"{meta.get('started_at', '?')}, wall time {_wall(meta)}")
     lines.append("")
+    if m.documented_later:
+        lines += [_later_note(m), ""]
     return lines
+
+
+def _later_note(m: Matrix) -> str:
+    return (f"{m.documented_later} failed cells come from runs made before the runner recorded each row's "
+            f"documented difference: their *documented* mark and text are the case library's "
+            f"`known_differences` (and the targets' client differences) as of this page.")
 
 
 def render_markdown(m: Matrix, command: str | None = None) -> str:
@@ -207,7 +215,7 @@ def render_html(m: Matrix, command: str | None = None) -> str:
          f"from:</p><ul>"]
     p += [f"<li><code>{e(_run_command(meta))}</code> -- run <code>{e(str(meta.get('run_id', '?')))}</code>, "
           f"wall time {e(_wall(meta))}</li>" for meta in m.runs]
-    p.append("</ul><table><tr><th></th><th>version</th></tr>")
+    p.append("</ul>" + (f"<p>{e(_later_note(m))}</p>" if m.documented_later else "") + "<table><tr><th></th><th>version</th></tr>")
     p += [f"<tr><td>target {e(t)}</td><td>{e(m.versions.get(t, ''))}</td></tr>" for t in m.targets]
     p += [f"<tr><td>client {e(c)}</td><td>{e(v)}</td></tr>" for c, v in m.client_versions.items()]
     p.append("</table><h2>Summary</h2><table><tr><th>target · client</th>"
@@ -259,9 +267,11 @@ def render_html(m: Matrix, command: str | None = None) -> str:
     return "".join(p)
 
 
-def write_page(results_dirs: list[str | Path], out: str | Path, command: str | None = None) -> list[Path]:
-    """Write the page as `out` (Markdown) and beside it the same as HTML; returns both paths."""
-    m = build([Path(d) for d in results_dirs])
+def write_page(results_dirs: list[str | Path], out: str | Path, command: str | None = None,
+               known: KnownLookup | None = None) -> list[Path]:
+    """Write the page as `out` (Markdown) and beside it the same as HTML; returns both paths.
+    `known`: see matrix.build."""
+    m = build([Path(d) for d in results_dirs], known)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render_markdown(m, command), encoding="utf-8")

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from conformance.clients.registry import CLIENTS
 from conformance.compare import normalise_outcome
-from conformance.targets import NotApplicable, TargetUnavailable
+from conformance.targets import NotApplicable, TargetUnavailable, target_class
 
 from ..dsl.model import Case
 from .actors import client_version
@@ -78,6 +78,13 @@ def _behaviour_configs(case: Case) -> dict[str, str]:
     return {k: v for k, v in case.topology.broker_configs.items() if k.startswith(BEHAVIOUR_CONFIG_PREFIXES)}
 
 
+def known_difference(case: Case, target: str, client: str) -> str | None:
+    """The documented difference a row of `case` on `target` with `client` carries: the case's
+    `known_differences` entry for the target (NAME or NAME@VERSION), else the target's
+    difference with that client (every case meets it)."""
+    return case.known_differences.get(target) or target_class(target).client_differences.get(client)
+
+
 def row_plan(case: Case, slot: TargetSlot, can_share: bool = True) -> RowPlan:
     """How the case runs on the slot's target (RowPlan); NotApplicable with the reason when the
     target cannot run it at all (decided before anything starts). A fault-free case runs on the
@@ -119,7 +126,7 @@ def run_one(case: Case, slot: TargetSlot, client: str, ctx: RowContext, fresh: b
         "client": client, "client_version": client_version(client), "verdict": "error", "checks": [],
         "outcome": {}, "diff": None, "reference_target": None, "duration_s": 0.0, "reason": None,
         "artifacts": {"steps": str(art_rel / "steps.json"), "logs": []},
-        "known_difference": case.known_differences.get(slot.name) or slot.cls.client_differences.get(client),
+        "known_difference": known_difference(case, slot.name, client),
     }
     ns = Namespace()
     case_run: CaseRun | None = None

@@ -138,3 +138,31 @@ def test_a_difference_documented_alike_in_many_cases_is_listed_once(run_dir, tmp
     assert ("  - `groups/offset_fetch_unknown_group` (java): step[0] p1.init_transactions: expected ok, got "
             "DEADLINE_EXCEEDED: the library call was still running") in mock
     assert mock.count(note) == 1
+
+
+def test_rows_from_before_the_runner_recorded_documentation_take_the_library_s(tmp_path):
+    """A run made before its divergences were documented (its rows have no `known_difference`
+    field at all) shows them documented as the case library documents them when the page is
+    made, and the page says how many cells took it so; a row that recorded null keeps it."""
+    run = write_peer_run(tmp_path, "20261127T080000Z-peer04", datetime(2026, 11, 27, 8, tzinfo=timezone.utc))
+    rows = [json.loads(line) for line in (run / "results.jsonl").open()]
+    for r in rows:
+        if r["target"] == "kfake":
+            r.pop("known_difference", None)
+            r["reason"] = None if r["verdict"] == "fail" else r.get("reason")
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    asked = []
+
+    def known(case, target, client):
+        asked.append((case, target, client))
+        return "documented later" if case == "txn/empty_transactional_id" else None
+
+    m = build([run], known)
+    fails = {k for k, r in m.rows.items() if k[1] == "kfake" and r["verdict"] == "fail"}
+    assert set(asked) == fails  # only failed rows without the field are looked up
+    assert m.rows[("txn/empty_transactional_id", "kfake", "confluent")]["known_difference"] == "documented later"
+    assert m.documented_later == 2
+    md = render_markdown(m)
+    assert "2 failed cells come from runs made before the runner recorded" in md
+    assert "❌ fail (documented)" in _table_rows(md, "txn")["txn/empty_transactional_id"][2]
+    assert build([run]).documented_later == 0
