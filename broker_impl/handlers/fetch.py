@@ -9,6 +9,11 @@ the followers of a partition (replica id >= 0).
   filters records on the broker).
 - A follower reads up to the log end offset; its fetch offset tells the leader its log end
   offset (server/replica_manager.record_follower_fetch: ISR and high watermark).
+- A last fetched epoch (v12+, KIP-595's divergence detection) is checked against the leader
+  epoch cache, as Kafka's Partition.readRecords does for every fetcher: an epoch the cache cannot
+  place is OFFSET_OUT_OF_RANGE; one that ended before the fetch offset (or a smaller epoch stands
+  in its place) answers no records and the diverging epoch, and a follower's fetch state is then
+  left as it was.
 - Byte limits follow KIP-74: partitions are filled in request order up to
   ``max_bytes`` overall and ``partition_max_bytes`` each, except that the
   first non-empty partition always returns at least one whole batch.
@@ -29,6 +34,7 @@ import trio
 
 from . import handles
 from ..log.errors import LogError
+from ..log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from ..protocol.errors import Errors, KafkaError
 
 if TYPE_CHECKING:
@@ -75,18 +81,35 @@ def _read_all(broker: Broker, ctx, req, endpoints: dict):
                 continue
             part = topic.partitions[fp.partition]
             err = part.leader_error(fp.current_leader_epoch if ctx.version >= 9 else -1)
+            if err is None and follower and replica_id not in part.remote:
+                # Kafka's Partition.followerReplicaOrThrow, before anything is read: a fetch
+                # from a node that is no follower of the partition
+                err = Errors.NOT_LEADER_OR_FOLLOWER
             if err is not None:
                 pr.error_code = err
-                hint = rm.leader_hint(part) if err == Errors.NOT_LEADER_OR_FOLLOWER else None
+                # the leader it knows of, from v16 on (KIP-951; Kafka's KafkaApis, both errors)
+                leader_errors = (Errors.NOT_LEADER_OR_FOLLOWER, Errors.FENCED_LEADER_EPOCH)
+                hint = rm.leader_hint(part) if ctx.version >= 16 and err in leader_errors else None
                 if hint is not None:
                     leader, epoch, host, port = hint
                     pr.current_leader = P.LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch)
                     endpoints[leader] = R.NodeEndpoint(node_id=leader, host=host, port=port, rack=None)
                 continue
             plog = part.log
+            if ctx.version >= 12 and fp.last_fetched_epoch >= 0:
+                epoch, end = part.end_offset_for_epoch(fp.last_fetched_epoch)
+                if epoch == UNDEFINED_EPOCH or end == UNDEFINED_EPOCH_OFFSET or fp.fetch_offset < plog.log_start_offset:
+                    # Kafka answers this error with no offsets at all (-1: ReplicaManager's
+                    # createLogReadResult) and a null aborted list
+                    pr.error_code = Errors.OFFSET_OUT_OF_RANGE
+                    pr.aborted_transactions = None
+                    continue
             pr.high_watermark = plog.high_watermark
             pr.last_stable_offset = plog.last_stable_offset
             pr.log_start_offset = plog.log_start_offset
+            if ctx.version >= 12 and fp.last_fetched_epoch >= 0 and (epoch < fp.last_fetched_epoch or end < fp.fetch_offset):
+                pr.diverging_epoch = P.EpochEndOffset(epoch=epoch, end_offset=end)
+                continue
             if fp.fetch_offset < plog.log_start_offset or fp.fetch_offset > plog.log_end_offset:
                 pr.error_code = Errors.OFFSET_OUT_OF_RANGE
                 continue

@@ -60,14 +60,6 @@ KNOWN: tuple[Known, ...] = (
           "sessionless full fetch (session id 0) and a session id it never gave with "
           "FETCH_SESSION_ID_NOT_FOUND; Kafka creates a session for epoch 0, answers epoch -1 with no "
           "session as a full fetch, and fails a session id it never gave with UNKNOWN_SERVER_ERROR"),
-    Known(EMBEDDED, "Fetch", r"^(0|max):replica_id$", r"",
-          "a Fetch with a replica id is a follower's: Kafka answers NOT_LEADER_OR_FOLLOWER for a node that is "
-          "no replica of the partition; the single-node embedded broker has no followers and serves it as a "
-          "consumer's (replication is issue 12's)"),
-    Known(EMBEDDED, "Fetch", r"^max:topics\.partitions\.last_fetched_epoch$", r"",
-          "a last fetched epoch above the leader's: Kafka checks it against its leader epoch cache "
-          "(OFFSET_OUT_OF_RANGE, divergence detection of KIP-320/KIP-595); the embedded broker keeps no "
-          "leader epoch cache yet (issue 12's) and ignores the field"),
     # ---------------------------------------------------------------- request shapes no client sends
     Known(EMBEDDED, PER_PARTITION, EMPTY_NESTED, r"",
           "a topic (or a WriteTxnMarkers marker) with an empty list of partitions: Kafka builds these "

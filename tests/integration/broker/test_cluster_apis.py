@@ -83,3 +83,40 @@ def test_create_topics_over_the_controllers_limits_is_refused_whole(broker):
             assert [(t.error_code, t.error_message) for t in resp.topics] == [(44, message)] * len(topics)
         md = conn.request("Metadata", 12, API["Metadata"].Request(topics=None))
         assert not {t.name for t in md.topics} & {"huge", "half-0", "half-1", "ten-k"}
+
+
+def test_fetch_checks_the_last_fetched_epoch(broker):
+    """Kafka's Partition.readRecords (KIP-595 divergence detection), for any fetcher: an epoch the
+    leader epoch cache cannot place is OFFSET_OUT_OF_RANGE; an epoch that ended before the fetch
+    offset answers no records and the diverging epoch; otherwise the records as usual. A fetch
+    from a node that is no follower is NOT_LEADER_OR_FOLLOWER (followerReplicaOrThrow)."""
+    p = Producer({"bootstrap.servers": broker.bootstrap, "log_level": 0})
+    for i in range(4):
+        p.produce("diverge", value=b"%d" % i, partition=0)
+    assert p.flush(30) == 0
+    F = API["Fetch"].Request
+    with RawConnection(broker.bootstrap) as conn:
+        topic_id = conn.request("Metadata", 12, API["Metadata"].Request(
+            topics=[API["Metadata"].Request.MetadataRequestTopic(name="diverge")],
+            allow_auto_topic_creation=False)).topics[0].topic_id
+
+        def fetch(offset: int, last_epoch: int, replica_id: int = -1):
+            q = F(replica_id=replica_id, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0,
+                  session_epoch=-1, topics=[F.FetchTopic(topic_id=topic_id, partitions=[F.FetchTopic.FetchPartition(
+                      partition=0, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=last_epoch,
+                      log_start_offset=-1, partition_max_bytes=1 << 20)])], forgotten_topics_data=[], rack_id="")
+            return conn.request("Fetch", 13, q).responses[0].partitions[0]
+
+        unknown = fetch(0, 7)
+        # OFFSET_OUT_OF_RANGE, with no offsets (as Kafka 4.3.1: -1)
+        assert (unknown.error_code, unknown.high_watermark, unknown.log_start_offset) == (1, -1, -1)
+        ahead = fetch(6, 0)
+        assert ahead.error_code == 0 and not ahead.records
+        assert (ahead.diverging_epoch.epoch, ahead.diverging_epoch.end_offset) == (0, 4)
+        ok = fetch(2, 0)
+        assert ok.error_code == 0 and ok.records and ok.diverging_epoch.epoch == -1
+        assert fetch(2, -1).records == ok.records
+        # a replica id that names no follower of the partition: refused before anything is read
+        stranger = fetch(2, -1, replica_id=7)
+        assert (stranger.error_code, stranger.high_watermark, stranger.records) == (6, -1, b"")
+        assert stranger.current_leader.leader_id == -1  # the leader is named from v16 on (KIP-951)
