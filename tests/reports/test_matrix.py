@@ -166,3 +166,10 @@ def test_rows_from_before_the_runner_recorded_documentation_take_the_library_s(t
     assert "2 failed cells come from runs made before the runner recorded" in md
     assert "❌ fail (documented)" in _table_rows(md, "txn")["txn/empty_transactional_id"][2]
     assert build([run]).documented_later == 0
+
+
+def test_the_page_says_later_runs_supersede(run_dir, tmp_path):
+    later = write_peer_run(tmp_path, "20261128T080000Z-peer05", datetime(2026, 11, 28, 8, tzinfo=timezone.utc))
+    assert "reruns supersede what they repeat" in render_markdown(build([run_dir, later]))
+    assert "reruns supersede" not in render_markdown(build([run_dir]))
+    assert "a later run replaces an earlier one" in render_html(build([run_dir, later]))
