@@ -37,7 +37,7 @@ from typing import Callable, Iterable
 
 from conformance.clients.registry import CLIENTS
 from conformance.compare import structural_diff
-from conformance.targets import NotApplicable, target_class
+from conformance.targets import NotApplicable, split_name, target_class
 
 from ..dsl.model import Case
 from .row import RowContext, now_iso, row_plan, run_one
@@ -89,11 +89,14 @@ def new_run_id() -> str:
 
 
 def reference_target(targets: list[str]) -> str | None:
-    """The target every other one is diffed against: the first whose class is the reference
-    (Apache Kafka), when the run has other targets too."""
+    """The target every other one is diffed against, when the run has other targets too: Apache
+    Kafka at its default release (`apache-kafka`, the release the cases' expectations are
+    measured on) where the run has it, else the first Apache Kafka release given -- so
+    `--target apache-kafka@3.9.1 --target apache-kafka` shows 3.9.1 against the current release."""
     if len(targets) < 2:
         return None
-    return next((t for t in targets if target_class(t).reference), None)
+    kafkas = [t for t in targets if target_class(t).reference]
+    return next((t for t in kafkas if split_name(t)[1] is None), kafkas[0] if kafkas else None)
 
 
 def plan(targets: list[str], cases: Iterable[Case], clients: list[str], reference: str | None) -> list[PlannedRow]:
