@@ -7,7 +7,8 @@ figure is printed, with the embedded broker's ratio to each peer: machines
 are noisy, so only same-run ratios mean something.
 
 ``--nodes 3`` runs each target as a 3-node cluster with the topics replicated 3 times (acks=all
-then waits for the ISR); start-up time and resident memory per node are printed too.
+then waits for the ISR); start-up time and resident memory per node (after start, and after
+the workload) are printed too.
 
     python bench/throughput.py [--targets embedded,tansu,apache-kafka] [--nodes N] [--small N] [--large N]
 """
@@ -84,10 +85,19 @@ def consume(bootstrap: str, topic: str, n: int, timeout: float = 300.0) -> float
     return elapsed
 
 
+def memory(target) -> str:
+    """What each of the target's processes holds in memory now (an embedded cluster's
+    controller is node 1000)."""
+    return ", ".join(f"node {n} {b / 2**20:.0f} MiB" for n, b in sorted(target.rss_bytes().items()))
+
+
 def started_line(name: str, target, seconds: float) -> str:
-    """How long the target took to start and what each of its processes holds in memory."""
-    rss = ", ".join(f"node {n} {b / 2**20:.0f} MiB" for n, b in sorted(target.rss_bytes().items()))
-    return f"  {name} {target.version}: started in {seconds:.1f}s; resident memory {rss}"
+    """How long the target took to start (its topics created) and its memory then."""
+    return f"  {name} {target.version}: started in {seconds:.1f}s; resident memory {memory(target)}"
+
+
+def after_line(name: str, target) -> str:
+    return f"  {name} {target.version}: resident memory after the workload {memory(target)}"
 
 
 def bench_target(name: str, cases: list[tuple[int, int]], workdir: Path, nodes: int = 1) -> dict:
@@ -117,6 +127,7 @@ def bench_target(name: str, cases: list[tuple[int, int]], workdir: Path, nodes: 
             print(f"  {name:<13} {size:>6} B x {n:>7}: produce {r['produce_msgs']:>10,.0f} msg/s "
                   f"{r['produce_mb']:>7.1f} MB/s | consume {r['consume_msgs']:>10,.0f} msg/s "
                   f"{r['consume_mb']:>7.1f} MB/s", flush=True)
+        print(after_line(name, target), flush=True)
     return results
 
 

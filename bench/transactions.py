@@ -21,7 +21,7 @@ from confluent_kafka import Producer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.throughput import started_line  # noqa: E402
+from bench.throughput import after_line, started_line  # noqa: E402
 from conformance.targets import TARGETS  # noqa: E402
 from conformance.targets.base import TopicSpec, Topology  # noqa: E402
 
@@ -79,6 +79,7 @@ def main() -> int:
                 print(f"  {name:<13} {target.version:<8} {r['commits_per_s']:>7.1f} commits/s  "
                       f"commit p50 {r['p50_ms']:6.2f} ms  p99 {r['p99_ms']:6.2f} ms "
                       f"({args.txns} txns x {args.records} records)", flush=True)
+                print(after_line(name, target), flush=True)
     base = results.get("embedded")
     if base:
         for peer, r in results.items():

@@ -8,6 +8,11 @@ its own client id (``broker-<id>-fetcher-0``, ``broker-<id>-txn-marker-sender``,
 ``AddPartitionsManager-client-<id>``: Kafka's), which is how the proxy tells broker traffic from
 a client's.
 
+Kafka's TransactionMarkerChannelManager and AddPartitionsToTxnManager open every connection with
+ApiVersions (v4, their software name and version) before their first request; the replica
+fetchers do not (a 3-node Kafka 4.3.1 transcript). ``discover_versions`` does the same, so a
+proxy rule counting a broker's frames counts the same frames on both.
+
 One connection per destination node, one request in flight on it at a time (a lock); the node's
 address is asked at each connect (``ReplicaManager.endpoint``), so a restarted node on a new
 address, or a proxy, is followed. Any failure (refused, reset, timeout, a frame that does not
@@ -16,6 +21,7 @@ parse) closes the connection and raises NetworkError; the caller decides about r
 
 from __future__ import annotations
 
+import importlib.metadata
 import itertools
 import logging
 
@@ -26,6 +32,14 @@ from ..protocol.framing import FrameBuffer
 from ..protocol.messages import API, RESPONSE_HEADER
 
 log = logging.getLogger("kconform.broker.network")
+
+#: ApiVersions v4's client software name and version (Kafka's say apache-kafka-java 4.3.1).
+SOFTWARE_NAME = "kconform-broker"
+try:
+    SOFTWARE_VERSION = importlib.metadata.version("kconform")
+except importlib.metadata.PackageNotFoundError:
+    SOFTWARE_VERSION = "dev"
+API_VERSIONS_VERSION = 4
 
 
 class NetworkError(Exception):
@@ -48,10 +62,12 @@ class _Connection:
 
 
 class InterBrokerClient:
-    def __init__(self, endpoint, client_id: str):
-        """``endpoint(node_id) -> (host, port) | None``: where a node listens now."""
+    def __init__(self, endpoint, client_id: str, discover_versions: bool = False):
+        """``endpoint(node_id) -> (host, port) | None``: where a node listens now;
+        ``discover_versions``: ApiVersions first on every new connection (module doc)."""
         self.endpoint = endpoint
         self.client_id = client_id
+        self.discover_versions = discover_versions
         self._connections: dict[int, _Connection] = {}
         self._correlation_ids = itertools.count(1)
 
@@ -71,19 +87,15 @@ class InterBrokerClient:
                 with trio.fail_after(timeout_s):
                     if conn.stream is None:
                         conn.stream = await trio.open_tcp_stream(*address)
-                    cid = next(self._correlation_ids) & 0x7FFFFFFF
-                    await conn.stream.send_all(api.request_frame(version, cid, self.client_id, body))
-                    while (frame := conn.frames.next_frame()) is None:
-                        data = await conn.stream.receive_some(1 << 20)
-                        if not data:
-                            raise NetworkError(f"node {node_id} closed the connection")
-                        conn.frames.feed(data)
-                header, pos = RESPONSE_HEADER.decode(api.response_header_version(version), frame, 4)
-                if header.correlation_id != cid:
-                    raise NetworkError(f"node {node_id} answered correlation id {header.correlation_id}, "
-                                       f"expected {cid}")
-                response, _ = api.response.decode(version, frame, pos)
-                return response
+                        if self.discover_versions:
+                            answer = await self._exchange(conn, node_id, API["ApiVersions"], API_VERSIONS_VERSION,
+                                                          API["ApiVersions"].Request(
+                                                              client_software_name=SOFTWARE_NAME,
+                                                              client_software_version=SOFTWARE_VERSION))
+                            if answer.error_code:
+                                raise NetworkError(f"node {node_id} answered ApiVersions with error "
+                                                   f"{answer.error_code}")
+                    return await self._exchange(conn, node_id, api, version, body)
             except trio.TooSlowError:
                 await conn.close()
                 raise NetworkError(f"no answer from node {node_id} to {api_name} within {timeout_s:.1f} s") from None
@@ -97,6 +109,22 @@ class InterBrokerClient:
                 # cancelled mid-request: the connection's state is unknown
                 await conn.close()
                 raise
+
+    async def _exchange(self, conn: _Connection, node_id: int, api, version: int, body):
+        """One request on ``conn`` and its decoded response."""
+        cid = next(self._correlation_ids) & 0x7FFFFFFF
+        await conn.stream.send_all(api.request_frame(version, cid, self.client_id, body))
+        while (frame := conn.frames.next_frame()) is None:
+            data = await conn.stream.receive_some(1 << 20)
+            if not data:
+                raise NetworkError(f"node {node_id} closed the connection")
+            conn.frames.feed(data)
+        header, pos = RESPONSE_HEADER.decode(api.response_header_version(version), frame, 4)
+        if header.correlation_id != cid:
+            raise NetworkError(f"node {node_id} answered correlation id {header.correlation_id}, "
+                               f"expected {cid}")
+        response, _ = api.response.decode(version, frame, pos)
+        return response
 
     async def close(self) -> None:
         for conn in self._connections.values():

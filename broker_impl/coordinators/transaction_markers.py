@@ -65,7 +65,8 @@ class TransactionMarkerChannelManager:
     def client(self) -> InterBrokerClient:
         if self._client is None:
             self._client = InterBrokerClient(self.broker.replica_manager.endpoint,
-                                             f"broker-{self.broker.node_id}-txn-marker-sender")
+                                             f"broker-{self.broker.node_id}-txn-marker-sender",
+                                             discover_versions=True)
         return self._client
 
     def add_txn_markers_to_send(self, coordinator_epoch: int, commit: bool, md: TransactionMetadata,

@@ -24,7 +24,8 @@ VERSION = 5
 class AddPartitionsToTxnManager:
     def __init__(self, broker):
         self.broker = broker
-        self.client = InterBrokerClient(broker.replica_manager.endpoint, f"AddPartitionsManager-client-{broker.node_id}")
+        self.client = InterBrokerClient(broker.replica_manager.endpoint,
+                                         f"AddPartitionsManager-client-{broker.node_id}", discover_versions=True)
         self.timeout_s = broker.config.int("request.timeout.ms") / 1000.0
 
     def coordinator_of(self, transactional_id: str) -> int | None:

@@ -33,7 +33,10 @@ KAFKA_ERROR_NAMES = frozenset(name for name, _ in KAFKA_ERRORS.values())
 ERROR_NAMES = KAFKA_ERROR_NAMES | frozenset(LOCAL_NAMES)
 ISOLATION = ("read_committed", "read_uncommitted")
 #: The fields of a proxy fault besides `proxy: ACTION`: the proxy Rule's, `source` spelt `from`.
-PROXY_FIELDS = frozenset({"from" if f == "source" else f for f in Rule.__dataclass_fields__} - {"action"})
+PROXY_FIELDS = frozenset({"from" if f == "source" else f for f in Rule.__dataclass_fields__}
+                         - {"action", "source_node"} | {"of"})
+#: `from:` a broker by role, with `of` (`node` is the proxy node a frame crosses, so not "node").
+PROXY_SENDER_ROLES = ("coordinator", "group_coordinator", "leader", "follower")
 
 
 CHECKS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
@@ -267,7 +270,15 @@ def _fault(v: _V, raw: Any, path: str, topics: dict[str, int]) -> m.FaultDef:
         v.fail(path, f"exactly one of {kinds}", sorted(raw))
     action = actions[0]
     if action == "proxy":
-        return m.FaultDef(action="proxy", proxy=_proxy_rule(v, raw, path))
+        sender = None
+        if raw.get("from") in PROXY_SENDER_ROLES:
+            # the requests one broker sends (its inter-broker client id names it): resolved by
+            # role when the rule is added, like a node fault's node
+            sender = _node_ref(v, raw, "from", path, topics)
+            raw = {**{k: x for k, x in raw.items() if k != "of"}, "from": "broker"}
+        elif "of" in raw:
+            v.fail(f"{path}.of", f"only with `from:` a broker by role {list(PROXY_SENDER_ROLES)}")
+        return m.FaultDef(action="proxy", target=sender, proxy=_proxy_rule(v, raw, path))
     v.mapping(raw, path, {action, "of", "node", "at", "occurrence"})
     target = _node_ref(v, raw, action, path, topics)
     at = raw.get("at")
@@ -310,7 +321,7 @@ def _proxy_rule(v: _V, raw: dict, path: str) -> Rule:
     if "node" in fields:
         v.integer(fields["node"], f"{path}.node", 1)
     if "from" in fields:
-        v.string(fields["from"], f"{path}.from", SOURCES)
+        v.string(fields["from"], f"{path}.from", [*SOURCES, *PROXY_SENDER_ROLES])
     if "direction" in fields:
         v.string(fields["direction"], f"{path}.direction", list(DIRECTIONS))
     for key in ("nth", "offset", "length", "delay_ms"):
@@ -381,14 +392,14 @@ def _steps(v: _V, raw: Any, actors: dict[str, m.ActorDef], topics: dict[str, int
         if "fault" in s:
             v.mapping(s, p, {"fault", "note"})
             f = _fault(v, s["fault"], f"{p}.fault", topics)
-            armed = armed or bool(f.at)
+            armed = armed or bool(f.at) or f.proxy is not None
             out.append(m.Step(i, "fault", fault=f, note=note))
             continue
         if "wait_fault" in s:
             v.mapping(s, p, {"wait_fault", "note"})
             wf = v.mapping(s["wait_fault"] or {}, f"{p}.wait_fault", {"timeout_ms"})
             if not armed:
-                v.fail(f"{p}.wait_fault", "an earlier `fault:` step with `at:` to wait for")
+                v.fail(f"{p}.wait_fault", "an earlier `fault:` step with `at:` or a proxy rule to wait for")
             out.append(m.Step(i, "wait_fault", timeout_ms=v.integer(wf.get("timeout_ms", 20_000),
                                                                    f"{p}.wait_fault.timeout_ms", 1), note=note))
             continue

@@ -148,7 +148,8 @@ class NodeRef:
 @dataclass(frozen=True)
 class FaultDef:
     """One fault, in target-neutral words. Either a node action (crash/pause/... on `target`,
-    right away or `at` a protocol point) or a proxy rule."""
+    right away or `at` a protocol point) or a proxy rule (with a `target`: on the requests that
+    broker sends)."""
 
     action: str  # one of vocabulary.NODE_ACTIONS, or "proxy"
     target: NodeRef | None = None
@@ -161,7 +162,7 @@ class FaultDef:
         if self.proxy is not None:
             p = self.proxy.to_dict()
             what = f" with {p['error']}" if p.get("error") else ""
-            src = f" from {p['from']}" if p.get("from") else ""
+            src = f" from {self.target.describe()}" if self.target else f" from {p['from']}" if p.get("from") else ""
             nth = f"#{p['nth']}" + ("+" if p.get("every") else "")
             return f"proxy {p['action']} {p['direction']} {nth} of {p['api']}{src}{what}"
         where = f" at {self.at}" + (f" (#{self.occurrence})" if self.occurrence != 1 else "") if self.at else ""

@@ -12,7 +12,9 @@ ACTION, ...}`), on the proxy's command line and in Python::
 Matching: ``api`` (name or key; omitted = any frame), ``direction`` (``request``, the default:
 the frames a client sends; ``response``: the broker's answers), optionally ``node`` (the proxy node the frame
 crosses), ``client_id`` (the request's client id; a response is matched on its request's) and
-``from``: ``client`` or ``broker``, who sent the request. Every rule counts the frames that
+``from``: ``client`` or ``broker``, who sent the request, and ``source_node``: the broker that
+sent it (the node id its inter-broker client id names; a case spells it by role, ``from:
+coordinator, of: txn-1``, and the runner resolves it when the rule is added). Every rule counts the frames that
 match it, 1-based; it acts on the ``nth`` one only, or, with ``every: true``, on the ``nth``
 and each one after it.
 
@@ -78,7 +80,7 @@ SOURCES = ("client", "broker")
 #: WriteTxnMarkers); a rule on one of them acts on broker-to-broker traffic whatever its `from`.
 INTER_BROKER_APIS = frozenset({27})
 #: Client ids of Kafka's inter-broker NetworkClients (module doc).
-INTER_BROKER_CLIENT_ID = re.compile(r"broker-\d+-\S|AddPartitionsManager-client-\d+$")
+INTER_BROKER_CLIENT_ID = re.compile(r"broker-(\d+)-\S|AddPartitionsManager-client-(\d+)$")
 CORRUPT_MODES = ("flip", "random")
 SIZE_PREFIXES = ("keep", "huge", "negative")
 #: Matches kept per rule for wait_for_match / matches(); the count goes on beyond this.
@@ -99,6 +101,7 @@ class Rule:
     node: int | None = None
     client_id: str | None = None
     source: str | None = None     # ``from``: "client" / "broker", who sent the request (None: anyone)
+    source_node: int | None = None  # the broker (node id) whose inter-broker client sent the request
     delay_ms: float | None = None
     when: str = "before"
     reset: bool = False
@@ -123,6 +126,8 @@ class Rule:
             raise RuleError(f"direction must be request or response, not {self.direction!r}")
         if self.source is not None and self.source not in SOURCES:
             raise RuleError(f"from (source) must be client or broker, not {self.source!r}")
+        if self.source_node is not None and self.source == "client":
+            raise RuleError("source_node names a broker: it cannot go with from: client")
         if self.api is not None and self.api not in API_BY_KEY:
             raise RuleError(f"unknown API key {self.api}")
         if not isinstance(self.nth, int) or self.nth < 1:
@@ -194,13 +199,15 @@ class Rule:
             return False
         if self.source is not None and source_of(info.client_id) != self.source:
             return False
+        if self.source_node is not None and broker_of(info.client_id) != self.source_node:
+            return False
         if self.action == "answer" and not can_answer(info.api_key, info.api_version):
             return False  # a version whose response has no top-level ErrorCode
         return True
 
     def on_broker_traffic(self) -> bool:
         """Whether the rule can only act on what brokers send each other (module doc)."""
-        return self.source == "broker" or self.api in INTER_BROKER_APIS
+        return self.source == "broker" or self.source_node is not None or self.api in INTER_BROKER_APIS
 
     def acts_on(self, count: int) -> bool:
         return count >= self.nth if self.every else count == self.nth
@@ -231,6 +238,12 @@ class Rule:
 def source_of(client_id: str | None) -> str:
     """``broker`` for a request one of Kafka's inter-broker clients sent, else ``client``."""
     return "broker" if client_id and INTER_BROKER_CLIENT_ID.match(client_id) else "client"
+
+
+def broker_of(client_id: str | None) -> int | None:
+    """The node id of the broker whose inter-broker client sent a request, else None."""
+    m = INTER_BROKER_CLIENT_ID.match(client_id) if client_id else None
+    return int(m.group(1) or m.group(2)) if m else None
 
 
 def api_key_of(name_or_key: str | int) -> int:

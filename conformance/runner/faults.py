@@ -15,14 +15,19 @@ How each kind is realised:
   writes, which happen inside the broker (or broker-to-broker) with no client frame to act on --
   so the case is not applicable there, with that reason, never approximated by a lucky kill -9
   or SIGSTOP.
-- proxy rules: conformance/proxy through `proxying.ProxyFront`.
+- proxy rules: conformance/proxy through `proxying.ProxyFront`. A rule `from:` a broker by role
+  (`from: coordinator, of: txn-1`) acts on the requests that broker sends (its inter-broker
+  client id names it), the role resolved when the rule is added.
 
 `at:` faults count from the start of the case: `occurrence: N` is the N-th time the point is
 reached in this case (default the first), across restarts of the node (the target re-arms a
 restarted node with what has not fired). A case may arm several points (one fault per point);
-`wait_fault` steps wait for them in the order they were armed.
+`wait_fault` steps wait for them in the order they were armed; a proxy rule is waited for the
+same way, until it acted on a frame (so a case can act once a broker sent what the rule drops).
 """
 from __future__ import annotations
+
+import dataclasses
 
 from broker_impl.faults import Arm, arming_configs
 
@@ -67,6 +72,8 @@ class FaultRealiser:
         self.remembered: dict[tuple, int] = {}
         #: `at:` faults armed and not yet waited for, in arming order.
         self.armed: list[FaultDef] = []
+        #: what `wait_fault` steps wait for, in order: `at:` faults, and proxy rules (their ids)
+        self.waits: list[tuple[FaultDef, int | None]] = []
         self.events: list[dict] = []
 
     # ----------------------------------------------------------------- roles
@@ -114,13 +121,19 @@ class FaultRealiser:
             if self.proxy is None:
                 raise NotApplicable(f"the case needs the proxy ({fault.describe()}), which does not stand "
                                     f"in front of target {t.name!r} in this run")
-            rid = self.proxy.add_rule(fault.proxy)
-            event = {"fault": fault.describe(), "rule": rid}
+            rule = fault.proxy
+            event = {"fault": fault.describe()}
+            if fault.target is not None:
+                event["node"] = self.resolve(fault.target, prefer_remembered=False)
+                rule = dataclasses.replace(rule, source_node=event["node"])
+            rid = event["rule"] = self.proxy.add_rule(rule)
+            self.waits.append((fault, rid))
             self.events.append(event)
             return event
         if fault.at:
             # Armed at start (plan_broker_configs); the node is whichever reaches the point.
             self.armed.append(fault)
+            self.waits.append((fault, None))
             event = {"fault": fault.describe(), "node": self.resolve(fault.target, prefer_remembered=False),
                      "armed": True}
         else:
@@ -151,11 +164,21 @@ class FaultRealiser:
 
     def wait_fired(self, timeout_ms: int) -> dict:
         """Block until the earliest armed `at:` fault fired and its node crashed or stopped
-        there (the target's await_fault_point). TimeoutError if it never fires."""
-        if not self.armed:
+        there (the target's await_fault_point), or the earliest proxy rule acted on a frame.
+        TimeoutError if it never does."""
+        if not self.waits:
             raise RuntimeError("no armed fault to wait for")
-        fault = self.armed[0]
+        fault, rid = self.waits[0]
+        if rid is not None:
+            match = self.proxy.wait_acted(rid, timeout_ms / 1000)
+            if match is None:
+                raise TimeoutError(f"{fault.describe()} acted on no frame in {timeout_ms} ms")
+            self.waits.pop(0)
+            event = {"fault": fault.describe(), "rule": rid, "fired": True}
+            self.events.append(event)
+            return event
         node = self.target.await_fault_point(fault.at, timeout_ms / 1000)
+        self.waits.pop(0)
         self.armed.pop(0)
         if fault.action == "crash":
             self._node_gone(node)

@@ -154,6 +154,10 @@ class ProxyFront:
         self._rules.append(rid)
         return rid
 
+    def wait_acted(self, rule_id: int, timeout: float):
+        """Block until the case's rule acted on a frame; the match, or None on timeout."""
+        return self.server.wait_for_match(rule_id, timeout, acted=True)
+
     def fault_checks(self) -> list[dict]:
         """One check per proxy rule of the case: did it act on a frame? A rule that never acted
         means the case did not test what it says (the frame never came)."""

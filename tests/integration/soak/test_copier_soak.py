@@ -10,7 +10,9 @@ input record the producer saw acknowledged must be in the input log.
 
 The same soak runs on the embedded cluster and on a 3-node Apache Kafka (marker ``kafka``);
 bounded by record count and time; the figures (records, kills, duplicates, losses, wall time)
-are printed (``pytest -s``).
+are printed (``pytest -s``). Minutes per target, so the default test run skips it:
+
+    KCONFORM_SOAK=1 pytest -s tests/integration/soak
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from conformance.targets import Topology, make_target
 from conformance.targets.topology import TopicSpec
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.soak, pytest.mark.timeout(900)]
 
 PARTITIONS = 2
 RECORDS = 3000

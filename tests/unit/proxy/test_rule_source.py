@@ -3,7 +3,8 @@
 The client ids are those a 3-node Kafka 4.3.1 cluster behind the proxy sent (replica fetchers,
 the TransactionMarkerChannelManager, the AddPartitionsToTxnManager); a response is matched on
 its request's client id. Also: how a case's proxy rule reaches the proxy (DSL -> ProxyFront ->
-Rule), including `node: N` naming the N-th node's proxy port.
+Rule), including `node: N` naming the N-th node's proxy port, and `from:` one broker by role
+(the requests a coordinator about to die sends, resolved when the rule is added).
 """
 from __future__ import annotations
 
@@ -14,7 +15,10 @@ import pytest
 from broker_impl.codec import API, FrameInfo, request_info
 from conformance.dsl import CaseError, load_case
 from conformance.proxy.frames import PendingRequests
-from conformance.proxy.rules import Rule, RuleBook, RuleError, source_of
+from conformance.dsl.model import NodeRef
+from conformance.proxy.rules import Rule, RuleBook, RuleError, broker_of, source_of
+from conformance.runner.faults import FaultRealiser
+from conformance.runner.namespace import Namespace
 from conformance.runner.proxying import ProxyFront
 from conformance.targets.base import NotApplicable
 
@@ -126,8 +130,62 @@ def test_case_rule_naming_a_node_the_proxy_does_not_front_is_not_applicable(tmp_
 @pytest.mark.parametrize("fault, field", [
     ("{proxy: hold, api: Fetch, from: controller}", "steps[1].fault.from"),
     ("{proxy: hold, api: Fetch, every: yes-please}", "steps[1].fault.every"),
+    # from: a broker by role needs its `of`; `node` is the proxy node a frame crosses, not a sender
+    ("{proxy: drop, api: WriteTxnMarkers, from: node, node: 1}", "steps[1].fault.from"),
+    ("{proxy: drop, api: WriteTxnMarkers, from: coordinator}", "steps[1].fault.of"),
+    ("{proxy: drop, api: WriteTxnMarkers, of: txn-1}", "steps[1].fault.of"),
 ])
 def test_bad_case_rules(tmp_path, fault, field):
     with pytest.raises(CaseError) as info:
         load(tmp_path, fault)
     assert info.value.field == field
+
+
+# ------------------------------------------------------------- one broker's requests (by role)
+def test_broker_of_reads_the_node_id_kafkas_inter_broker_clients_carry():
+    assert [broker_of(c) for c in KAFKA_INTER_BROKER_IDS] == [2, 13, 1, 3]
+    assert {broker_of(c) for c in CLIENT_IDS} == {None}
+
+
+def test_source_node_selects_the_requests_one_broker_sends():
+    rule = Rule.from_dict({"api": "WriteTxnMarkers", "action": "drop", "every": True, "source_node": 2})
+    assert rule.on_broker_traffic()
+    mine, other = (FrameInfo("c2b", 10, 27, "WriteTxnMarkers", 1, 1, f"broker-{n}-txn-marker-sender") for n in (2, 12))
+    assert rule.selects(1, mine) and not rule.selects(1, other)
+    assert not rule.selects(1, FrameInfo("c2b", 10, 27, "WriteTxnMarkers", 1, 1, "rdkafka"))
+    with pytest.raises(RuleError, match="from: client"):
+        Rule.from_dict({"api": "Fetch", "action": "pass", "from": "client", "source_node": 1})
+
+
+def test_case_rule_from_a_broker_by_role_is_resolved_when_added_and_waited_for(tmp_path):
+    """`from: coordinator, of: txn-1`: the realiser resolves the role when the rule is added
+    and the rule then drops only that broker's requests; `wait_fault` waits until it acted."""
+    case = load(tmp_path, "{proxy: drop, api: WriteTxnMarkers, every: true, from: coordinator, of: txn-1}\n"
+                          "  - wait_fault: {timeout_ms: 1000}")
+    f = case.steps[1].fault
+    assert (f.target, f.proxy.source) == (NodeRef("coordinator", of="txn-1"), "broker")
+    assert "from coordinator of txn-1" in f.describe()
+
+    class Coordinated:
+        name = "coordinated"
+
+        def transaction_coordinator(self, txn_id, timeout):
+            assert txn_id == "txn-1-x"  # the case namespace
+            return 2
+
+    front = ProxyFront(3)
+    try:
+        realiser = FaultRealiser(Coordinated(), Namespace("x"), front)
+        event = realiser.apply(f)
+        assert event["node"] == 2
+        assert front.server.rules.rule(event["rule"]).source_node == 2
+        with pytest.raises(TimeoutError, match="acted on no frame"):
+            realiser.wait_fired(50)
+        other = FrameInfo("c2b", 10, 27, "WriteTxnMarkers", 1, 1, "broker-3-txn-marker-sender")
+        mine = FrameInfo("c2b", 10, 27, "WriteTxnMarkers", 1, 2, "broker-2-txn-marker-sender")
+        assert front.server.rules.decide(3, 1, other, 0.0) is None
+        assert front.server.rules.decide(2, 2, mine, 0.0)[0] == event["rule"]
+        assert realiser.wait_fired(1000)["fired"]
+    finally:
+        front.stop()
+
