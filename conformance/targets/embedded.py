@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import signal
 import sys
 from pathlib import Path
 
@@ -145,6 +146,10 @@ class EmbeddedTarget(LocalProcessTarget):
         if notice.action != "hold":
             self.down.add(notice.node)
         return notice.node
+
+    def release_hold(self, node_id: int) -> None:
+        """SIGUSR1: the broker's held fault points go on (broker_impl.faults, `hold`)."""
+        self._proc(node_id).signal(signal.SIGUSR1)
 
     def _stop(self) -> None:
         super()._stop()

@@ -71,7 +71,8 @@ def test_a_point_fires_once_at_hit_skip_plus_one_and_reports_passed_hits(capsys)
     trio.run(hit_four_times)
     assert fired_lines(capsys) == ["kconform fault point after_complete passed (hit 1)",
                                    "kconform fault point after_complete passed (hit 2)",
-                                   "kconform fault point after_complete reached: hold txn-1"]
+                                   "kconform fault point after_complete reached: hold txn-1",
+                                   "kconform fault point after_complete released"]
 
 
 def test_hold_waits_until_disarmed_while_other_tasks_run():
