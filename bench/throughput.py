@@ -6,7 +6,10 @@ here) and each value size, confluent-kafka writes N records with acks=all to a
 figure is printed, with the embedded broker's ratio to each peer: machines
 are noisy, so only same-run ratios mean something.
 
-    python bench/throughput.py [--targets embedded,tansu,apache-kafka] [--small N] [--large N]
+``--nodes 3`` runs each target as a 3-node cluster with the topics replicated 3 times (acks=all
+then waits for the ISR); start-up time and resident memory per node are printed too.
+
+    python bench/throughput.py [--targets embedded,tansu,apache-kafka] [--nodes N] [--small N] [--large N]
 """
 
 from __future__ import annotations
@@ -81,18 +84,28 @@ def consume(bootstrap: str, topic: str, n: int, timeout: float = 300.0) -> float
     return elapsed
 
 
-def bench_target(name: str, cases: list[tuple[int, int]], workdir: Path) -> dict:
+def started_line(name: str, target, seconds: float) -> str:
+    """How long the target took to start and what each of its processes holds in memory."""
+    rss = ", ".join(f"node {n} {b / 2**20:.0f} MiB" for n, b in sorted(target.rss_bytes().items()))
+    return f"  {name} {target.version}: started in {seconds:.1f}s; resident memory {rss}"
+
+
+def bench_target(name: str, cases: list[tuple[int, int]], workdir: Path, nodes: int = 1) -> dict:
     cls = TARGETS[name]
     ok, why = cls.availability()
     if not ok:
         print(f"  {name}: not available here ({why})", flush=True)
         return {}
+    if nodes > 1 and "multi_node" not in cls.static_capabilities:
+        print(f"  {name}: runs a single node only", flush=True)
+        return {}
     results = {}
-    topics = [TopicSpec(f"bench-{size}", PARTITIONS, 1) for _, size in cases]
+    topics = [TopicSpec(f"bench-{size}", PARTITIONS, min(nodes, 3)) for _, size in cases]
     with cls() as target:
         t0 = time.perf_counter()
-        bootstrap = target.start(Topology(nodes=1, topics=topics), {}, workdir / name)
-        print(f"  {name} {target.version}: started in {time.perf_counter() - t0:.1f}s at {bootstrap}", flush=True)
+        target.start(Topology(nodes=nodes, topics=topics), {}, workdir / name)
+        print(started_line(name, target, time.perf_counter() - t0), flush=True)
+        bootstrap = target.bootstrap
         for n, size in cases:
             topic = f"bench-{size}"
             pt, _ = produce(bootstrap, topic, n, size)
@@ -110,6 +123,7 @@ def bench_target(name: str, cases: list[tuple[int, int]], workdir: Path) -> dict
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--targets", default="embedded,tansu,apache-kafka")
+    ap.add_argument("--nodes", type=int, default=1, help="nodes per target (topics replicated min(nodes, 3) times)")
     ap.add_argument("--small", type=int, default=300_000, help="records of 100 bytes")
     ap.add_argument("--large", type=int, default=10_000, help="records of 10 KiB")
     args = ap.parse_args()
@@ -118,7 +132,7 @@ def main() -> int:
     all_results = {}
     with tempfile.TemporaryDirectory(prefix="kconform-bench-") as tmp:
         for name in names:
-            all_results[name] = bench_target(name, cases, Path(tmp))
+            all_results[name] = bench_target(name, cases, Path(tmp), args.nodes)
     base = all_results.get("embedded") or {}
     print("\nratios (embedded / peer; >= 0.5 is the target against apache-kafka):")
     for peer, res in all_results.items():

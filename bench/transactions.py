@@ -2,9 +2,10 @@
 
 A confluent-kafka transactional producer runs T transactions of 100 records each
 (begin, 100 sends, commit) against each target; we print commits per second and the
-latency of commit_transaction() (p50/p99), and the embedded broker's ratios.
+latency of commit_transaction() (p50/p99), and the embedded broker's ratios. ``--nodes 3``:
+3-node clusters, the topic replicated 3 times (so are the transaction log and its markers).
 
-    python bench/transactions.py [--targets embedded,apache-kafka] [--txns 500] [--records 100]
+    python bench/transactions.py [--targets embedded,apache-kafka] [--nodes N] [--txns 500] [--records 100]
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from confluent_kafka import Producer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.throughput import started_line  # noqa: E402
 from conformance.targets import TARGETS  # noqa: E402
 from conformance.targets.base import TopicSpec, Topology  # noqa: E402
 
@@ -55,6 +57,7 @@ def run_transactions(bootstrap: str, topic: str, txns: int, records: int) -> dic
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--targets", default="embedded,apache-kafka")
+    ap.add_argument("--nodes", type=int, default=1, help="nodes per target (the topic replicated min(nodes, 3) times)")
     ap.add_argument("--txns", type=int, default=500)
     ap.add_argument("--records", type=int, default=100)
     args = ap.parse_args()
@@ -67,7 +70,10 @@ def main() -> int:
                 print(f"  {name}: not available ({why})")
                 continue
             with cls() as target:
-                bootstrap = target.start(Topology(1, [TopicSpec("txbench", 3, 1)]), {}, Path(tmp) / name)
+                t0 = time.perf_counter()
+                topics = [TopicSpec("txbench", 3, min(args.nodes, 3))]
+                bootstrap = target.start(Topology(args.nodes, topics), {}, Path(tmp) / name)
+                print(started_line(name, target, time.perf_counter() - t0), flush=True)
                 r = run_transactions(bootstrap, "txbench", args.txns, args.records)
                 results[name] = r
                 print(f"  {name:<13} {target.version:<8} {r['commits_per_s']:>7.1f} commits/s  "

@@ -56,6 +56,24 @@ DEFAULTS: dict[str, str] = {
     "cluster.id": "kconform-embedded-cluster",
     # empty: advertise the bound address; "PLAINTEXT://HOST:PORT" to put a proxy in front
     "advertised.listeners": "",
+    # --- a cluster (broker_impl/cluster, server/replica_manager): Kafka's names and defaults ---
+    # "broker" (a node of a cluster, or the whole cluster when no voters are named) or
+    # "controller" (the metadata owner of a cluster: server/controller_server.py)
+    "process.roles": "broker",
+    # empty: a one-node cluster that is its own controller (no replication, no controller
+    # process); "ID@HOST:PORT": the controller every broker of the cluster registers with
+    "controller.quorum.voters": "",
+    "broker.session.timeout.ms": "9000",
+    "broker.heartbeat.interval.ms": "2000",
+    "replica.lag.time.max.ms": "30000",
+    "replica.fetch.wait.max.ms": "500",
+    "replica.fetch.min.bytes": "1",
+    "replica.fetch.backoff.ms": "1000",
+    "replica.socket.timeout.ms": "30000",
+    "unclean.leader.election.enable": "false",
+    "request.timeout.ms": "30000",
+    "offsets.commit.timeout.ms": "5000",
+    "offsets.load.buffer.size": "5242880",
 }
 
 

@@ -8,18 +8,35 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from broker_impl.cli import build_parser as broker_parser
 from broker_impl.cli import run_from_args
+from broker_impl.config import ConfigError, parse_sets
 from reports.cli import report, transcript
 
 from .clients.registry import availability
+from .fuzz.cli import add_fuzz_parser
 from .runner.cli import add_run_parser
+from .wirediff.cli import add_diff_parser
 from .targets import target_rows
+from .targets.embedded import serve_cluster
+from .vocabulary import CONTROLLER_PLACEMENTS
 
 
 def _cmd_broker(args) -> int:
     return run_from_args(args)
+
+
+def _cmd_cluster(args) -> int:
+    try:
+        configs = parse_sets(args.sets)
+    except ConfigError as exc:
+        print(f"kconform cluster: {exc}", file=sys.stderr)
+        return 2
+    serve_cluster(args.nodes, args.controller, configs, args.data_dir,
+                  lambda bootstrap: print(f"bootstrap {bootstrap}", flush=True))
+    return 0
 
 
 def _cmd_targets(args) -> int:
@@ -42,6 +59,16 @@ def _cmd_report(args) -> int:
     served, single = report(args.results, args.out, analytics_dir=args.analytics)
     print(f"report: {single}")
     print(f"served report directory: {served}")
+    return 0
+
+
+def _cmd_matrix(args) -> int:
+    from reports.matrix_page import write_page
+
+    out = args.out or str(Path(args.results[-1]) / "compatibility.md")
+    command = "kconform matrix " + " ".join(f"--results {d}" for d in args.results) + f" --out {out}"
+    for path in write_page(args.results, out, command):
+        print(f"wrote {path}")
     return 0
 
 
@@ -68,6 +95,15 @@ def build_parser() -> argparse.ArgumentParser:
     broker_parser(b)
     b.set_defaults(func=_cmd_broker)
 
+    c = sub.add_parser("cluster", help="run an embedded cluster: N brokers and a controller (docs/cluster.md)")
+    c.add_argument("--nodes", type=int, default=3, help="brokers (1-5)")
+    c.add_argument("--controller", choices=CONTROLLER_PLACEMENTS, default="combined",
+                   help="combined: the quorum lives on the nodes (a majority must live); dedicated: its own process")
+    c.add_argument("--data-dir", required=True, type=Path, help="one sub-directory per node")
+    c.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="a broker config for every node, with Kafka's name (repeatable)")
+    c.set_defaults(func=_cmd_cluster)
+
     t = sub.add_parser("targets", help="list the targets and whether each can start here")
     t.set_defaults(func=_cmd_targets)
 
@@ -80,6 +116,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--analytics", default=None, help="output directory of `kconform analyze` to link in")
     r.set_defaults(func=_cmd_report)
 
+    mx = sub.add_parser("matrix", help="the compatibility page: every case x target x client, and each target's "
+                                       "divergences from Apache Kafka (Markdown + HTML)")
+    mx.add_argument("--results", required=True, action="append", metavar="DIR",
+                    help="a run's results directory (repeatable: later runs win per case x target x client)")
+    mx.add_argument("--out", default=None, metavar="FILE",
+                    help="the Markdown page to write (default DIR/compatibility.md); the HTML goes beside it")
+    mx.set_defaults(func=_cmd_matrix)
+
     tr = sub.add_parser("transcript", help="print the Kafka frames of a pcap or transcript .jsonl")
     tr.add_argument("file")
     tr.set_defaults(func=_cmd_transcript)
@@ -91,6 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     an.set_defaults(func=_cmd_analyze)
 
     add_run_parser(sub)
+    add_diff_parser(sub)
+    add_fuzz_parser(sub)
     return p
 
 

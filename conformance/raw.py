@@ -10,14 +10,17 @@ The outcome of `send_frame` is ok with {response_size, correlation_id, error_cod
 response frame came back (error_code: the int16 right after the response header, which is where
 ApiVersions puts its error), NETWORK_EXCEPTION when the broker closed the connection (what a
 Java client reports as "disconnected before a response was received"), REQUEST_TIMED_OUT when
-nothing came within 5 s.
+nothing came within 5 s. With `answer_version: N` the answer is also decoded as version N of the
+frame's API, whole (no byte left over): `response`, or `undecodable` saying why not -- Kafka
+answers an ApiVersions request of a version it does not know in the v0 layout (KIP-511), and a
+client that reads another layout there reads garbage.
 """
 from __future__ import annotations
 
 import socket
 import struct
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 from broker_impl.codec import API, RESPONSE_HEADER, FrameError, build_batch, error_name, read_frame
 
@@ -87,7 +90,24 @@ def send_frame(address: tuple[str, int], args: dict[str, Any]) -> Outcome:
         (code,) = struct.unpack_from(">h", answer, 8)
         data["error_code"] = code
         data["error"] = error_name(code)
+    if args.get("answer_version") is not None:
+        data.update(_decode_answer(int(args.get("api_key", 18)), int(args["answer_version"]), answer))
     return Outcome(op="send_frame", ok=True, data=data, elapsed_ms=(time.monotonic() - t0) * 1000)
+
+
+def _decode_answer(api_key: int, version: int, answer: bytes) -> dict[str, Any]:
+    """{response: the decoded body} or {undecodable: why}, for version `version` of the API."""
+    api = next((a for a in API.values() if a.key == api_key), None)
+    if api is None:
+        return {"undecodable": f"API key {api_key} is not in the codec"}
+    try:
+        _, pos = RESPONSE_HEADER.decode(api.response_header_version(version), answer, 4)
+        obj, end = api.response.decode(version, answer, pos)
+    except Exception as exc:  # noqa: BLE001 - an undecodable answer is the outcome
+        return {"undecodable": f"not a {api.name} v{version} response: {exc}"}
+    if end != len(answer):
+        return {"undecodable": f"a {api.name} v{version} response with {len(answer) - end} byte(s) left over"}
+    return {"response": obj.to_dict()}
 
 
 # ----------------------------------------------------------------------------- structured requests
@@ -105,7 +125,13 @@ NAME_KEYS = frozenset({"transactional_id", "v3_and_below_transactional_id", "gro
 NAME_LISTS = frozenset({"transactional_ids", "groups", "groups_names", "group_ids"})
 #: `name` is a topic name inside these lists.
 TOPIC_LISTS = frozenset({"topics", "topic_data", "v3_and_below_topics"})
-BATCH_KEYS = frozenset({"producer_id", "producer_epoch", "base_sequence", "transactional", "values", "keys"})
+BATCH_KEYS = frozenset({"producer_id", "producer_epoch", "base_sequence", "transactional", "values", "keys",
+                        "timestamp"})
+#: Errors a raw `request` retries by default: "not ready yet" answers (a fresh topic, a coordinator
+#: still loading __transaction_state), which a client retries too.
+RAW_RETRY = ("COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR",
+             "NOT_LEADER_OR_FOLLOWER", "LEADER_NOT_AVAILABLE", "UNKNOWN_TOPIC_OR_PARTITION")
+RAW_RETRY_BACKOFF_S = 0.1
 
 
 class RequestError(ValueError):
@@ -141,7 +167,8 @@ def _batch(spec: Any, placeholders: bool = False) -> bytes:
     keys = [None if k is None else str(k).encode() for k in keys]
     if len(keys) != len(values):
         raise RequestError("batch: as many keys as values")
-    return build_batch(list(zip(keys, values)), base_timestamp=int(time.time() * 1000),
+    timestamp = int(spec["timestamp"]) if "timestamp" in spec else int(time.time() * 1000)
+    return build_batch(list(zip(keys, values)), base_timestamp=timestamp,
                        producer_id=int(spec.get("producer_id", -1)),
                        producer_epoch=int(spec.get("producer_epoch", -1)),
                        base_sequence=int(spec.get("base_sequence", 0 if "producer_id" in spec else -1)),
@@ -170,7 +197,9 @@ def build_struct(codec, struct_spec, values: dict, path: str = "body", placehold
     kwargs = {}
     for k, v in values.items():
         f = by_attr[k]
-        if placeholders and parse_ref(v):
+        if v is None:  # null: the codec writes it (a field that is not nullable makes a malformed request)
+            kwargs[k] = None
+        elif placeholders and parse_ref(v):
             if f.struct is not None and not f.is_array:
                 continue  # a whole struct from a reference: Kafka's default stands for it
             kwargs[k] = [] if f.is_array else _placeholder(f.elem_type)
@@ -184,7 +213,7 @@ def build_struct(codec, struct_spec, values: dict, path: str = "body", placehold
                 kwargs[k] = build_struct(codec, f.struct, v, f"{path}.{k}", placeholders)
         elif f.elem_type in ("records", "bytes") and isinstance(v, dict) and set(v) == {"batch"}:
             kwargs[k] = _batch(v["batch"], placeholders)
-        elif f.elem_type in ("records", "bytes") and isinstance(v, str):
+        elif f.elem_type in ("records", "bytes", "uuid") and isinstance(v, str):
             kwargs[k] = bytes.fromhex(v)
         elif placeholders and f.is_array and isinstance(v, list):
             kwargs[k] = [_placeholder(f.elem_type) if parse_ref(x) else x for x in v]
@@ -224,16 +253,36 @@ def _errors(tree: Any) -> list[str]:
 
 
 def send_request(address: tuple[str, int], api_name: str, version: int, body: dict,
-                 timeout_s: float = READ_TIMEOUT_S) -> Outcome:
+                 timeout_s: float = READ_TIMEOUT_S, *, retry: Collection[str] = (),
+                 edit_frame: Callable[[bytes], bytes] | None = None, attempt_s: float | None = None) -> Outcome:
     """Send one request, decode its response. ok with data: the response's top-level scalar
     fields, `error` (the first non-zero error_code anywhere in it, NONE when there is none),
-    `errors` (all of them) and `response` (the whole decoded response)."""
+    `errors` (all of them), `response` (the whole decoded response) and `request` ({api,
+    version}: what the response answers, so that it can be read and compared without the step).
+
+    `retry`: error names answered again, like a client would, until `timeout_s` is up;
+    `attempt_s`: how long one attempt waits for its answer (default: the time left);
+    `edit_frame`: changes the built frame before it is sent (e.g. an unknown tagged field)."""
     t0 = time.monotonic()
     op = "request"
     try:
         frame = build_request(api_name, version, body)
     except (RequestError, TypeError, ValueError, OverflowError, struct.error) as exc:
         return _failure(op, "DRIVER_ERROR", f"cannot build {api_name} v{version}: {exc}", t0)
+    if edit_frame is not None:
+        frame = edit_frame(frame)
+    end = t0 + timeout_s
+    while True:
+        left = max(0.5, end - time.monotonic())
+        out = _exchange(address, api_name, version, frame, min(left, attempt_s or left), t0)
+        if not (out.ok and out.data["error"] in retry) or time.monotonic() + RAW_RETRY_BACKOFF_S > end:
+            return out
+        time.sleep(RAW_RETRY_BACKOFF_S)
+
+
+def _exchange(address: tuple[str, int], api_name: str, version: int, frame: bytes, timeout_s: float,
+              t0: float) -> Outcome:
+    op = "request"
     api = API[api_name]
     try:
         resp = _round_trip(address, frame, timeout_s)
@@ -247,5 +296,6 @@ def send_request(address: tuple[str, int], api_name: str, version: int, body: di
     tree = obj.to_dict()
     errors = _errors(tree)
     data: dict[str, Any] = {k: v for k, v in tree.items() if not isinstance(v, (dict, list))}
-    data.update(error=errors[0] if errors else "NONE", errors=errors, response=tree)
+    data.update(error=errors[0] if errors else "NONE", errors=errors, response=tree,
+                request={"api": api_name, "version": version})
     return Outcome(op=op, ok=True, data=data, elapsed_ms=(time.monotonic() - t0) * 1000)

@@ -76,6 +76,17 @@ def dig(data: Any, path: str | None, what: str) -> Any:
 Lookup = Callable[[str, "str | None"], Any]
 
 
+def step_lookup(data_of: Callable[[str], Any]) -> Lookup:
+    """A lookup of "${id.field}" references in the data ``data_of(id)`` gives (None: no such ok
+    step yet), for callers that keep step data by id and have no captures (the wire diff)."""
+    def lookup(name: str, path: str | None) -> Any:
+        data = data_of(name)
+        if data is None:
+            raise RefError(f"${{{name}.{path}}}: no ok step with id {name!r} before this one")
+        return dig(data, path, f"step {name!r}")
+    return lookup
+
+
 def resolve(value: Any, lookup: Lookup) -> Any:
     """``value`` with every reference replaced by what ``lookup(name, path)`` gives."""
     ref = parse(value)

@@ -93,7 +93,7 @@ def stage_results(results_dir: str | Path, staging: str | Path, allure_results: 
         if rows:
             side_by_side_attachments(rows, staging)
         if not (staging / "categories.json").exists():
-            write_categories(staging)
+            write_categories(staging, rows)
         if rows and not (staging / "environment.properties").exists():
             write_environment(rows, staging)
     elif rows:

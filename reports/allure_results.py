@@ -7,12 +7,12 @@ one ``<uuid>-result.json`` per case x target x client, attachments beside
 them, ``categories.json`` and ``environment.properties``.
 
 Mapping: verdict pass/fail/crash/not_applicable/error -> Allure
-passed/failed/skipped/broken; ``outcome.steps`` -> steps, and the case's
+passed/failed/failed/skipped/broken; ``outcome.steps`` -> steps, and the case's
 checks as steps under "checks"; labels target, client, their versions,
 parentSuite (the case's theme), suite (the case), subSuite (the target),
-and tags. ``statusDetails.message`` starts with a fixed word per kind
-(DIVERGES, INVARIANT FAILED, NOT APPLICABLE, ERROR) that the categories
-match on. ``historyId`` is a hash of case, target and client, so Allure's
+and tags. ``statusDetails.message`` starts with "<KIND> on <target>: "
+(KIND: CRASH, INVARIANT FAILED, DIVERGES from <reference>, NOT APPLICABLE,
+ERROR), and the categories are per target and kind (``categories``). ``historyId`` is a hash of case, target and client, so Allure's
 history and retries line up across runs.
 """
 
@@ -20,28 +20,58 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import uuid as uuidlib
 from datetime import datetime
 from pathlib import Path
 
-from .results import by_case
+from .results import by_case, theme
 from .side_by_side import render_case
 
 STATUS = {"pass": "passed", "fail": "failed", "crash": "failed", "not_applicable": "skipped", "error": "broken"}
 
-# Allure puts a result in the FIRST category that matches, so the order says
-# which wins: a failed invariant over a divergence (the message of such a
-# row still names the divergence), a divergence over a pass.
-
+#: Per target, what its rows can be, as Allure categories: (name, the message's first words,
+#: Allure statuses). The message of every row starts with "<WORDS> on <target>: " (see
+#: _status_message), so each target gets categories of its own -- the same grouping as the
+#: compatibility page (reports/matrix.py): a broker team opens "kfake · crashes" and sees its
+#: crashes, grouped by message, i.e. by how it crashed.
+KINDS = [
+    ("crashes", "CRASH", ["failed"]),
+    ("fails a check", "INVARIANT FAILED", ["failed"]),
+    ("passes, outcome differs from {reference}", "DIVERGES from \\S+", ["passed"]),
+    ("not applicable", "NOT APPLICABLE", ["skipped"]),
+    ("kconform error", "ERROR", ["broken"]),
+]
+#: For results whose rows are unknown (the pytest plugin's, without results.jsonl).
 CATEGORIES = [
-    {"name": "target crashed", "messageRegex": "(?s).*TARGET CRASHED.*", "matchedStatuses": ["failed"]},
+    {"name": "crashes the target", "messageRegex": "(?s).*CRASH.*", "matchedStatuses": ["failed"]},
     {"name": "fails an invariant", "messageRegex": "(?s).*INVARIANT FAILED.*", "matchedStatuses": ["failed"]},
-    {"name": "diverges from Apache Kafka", "messageRegex": "(?s).*DIVERGES from .*",
-     "matchedStatuses": ["passed", "failed", "broken", "skipped"]},
-    {"name": "not applicable", "messageRegex": "(?s).*NOT APPLICABLE.*", "matchedStatuses": ["skipped"]},
+    {"name": "not applicable", "matchedStatuses": ["skipped"]},
     {"name": "error", "matchedStatuses": ["broken"]},
 ]
+
+
+def categories(rows: list[dict] | None = None) -> list[dict]:
+    """categories.json: per target of the rows, one category per kind of row (KINDS), the
+    reference target first; without rows, the generic CATEGORIES."""
+    if not rows:
+        return CATEGORIES
+    refs = [r["reference_target"] for r in rows if r.get("reference_target")]
+    reference = refs[0] if refs else None
+    targets = sorted({r["target"] for r in rows}, key=lambda t: (t != reference, t))
+    out = []
+    for t in targets:
+        for name, words, statuses in KINDS:
+            if t == reference and words.startswith("DIVERGES"):
+                continue
+            label = name.format(reference=reference or "the reference")
+            if t == reference and words == "INVARIANT FAILED":
+                label = "fails a check (the reference: the case or kconform is wrong)"
+            out.append({"name": f"{t} · {label}", "messageRegex": f"(?s){words} on {re.escape(t)}: .*",
+                        "matchedStatuses": statuses})
+    return out
+
 
 _MIME = {".json": "application/json", ".jsonl": "text/plain", ".log": "text/plain", ".txt": "text/plain",
          ".html": "text/html", ".png": "image/png", ".pcap": "application/vnd.tcpdump.pcap",
@@ -59,10 +89,6 @@ def _ms(iso: str | None) -> int | None:
 
 def _hash(*parts: str) -> str:
     return hashlib.md5("\x1f".join(parts).encode()).hexdigest()
-
-
-def _theme(case: str) -> str:
-    return case.split("/", 1)[0] if "/" in case else "cases"
 
 
 class _Writer:
@@ -89,21 +115,22 @@ class _Writer:
 
 
 def _status_message(row: dict) -> tuple[str, str]:
-    """(message, trace): the first line says which category the row belongs to."""
+    """(message, trace): the first line is "<KIND> on <target>: ..." -- the row's category."""
     lines: list[str] = []
     trace: list[str] = []
+    on = f"on {row['target']}"
     if row["verdict"] == "fail":
         failed = [c for c in row["checks"] if not c.get("passed")]
-        lines.append("INVARIANT FAILED: " + "; ".join(f"{c['name']}: {c.get('message', '')}" for c in failed))
+        lines.append(f"INVARIANT FAILED {on}: " + "; ".join(f"{c['name']}: {c.get('message', '')}" for c in failed))
     elif row["verdict"] == "crash":
-        lines.append(f"TARGET CRASHED: {row.get('reason') or 'no reason given'}")
+        lines.append(f"CRASH {on}: {row.get('reason') or 'the target died'}")
     elif row["verdict"] == "not_applicable":
-        lines.append(f"NOT APPLICABLE: {row.get('reason') or 'no reason given'}")
+        lines.append(f"NOT APPLICABLE {on}: {row.get('reason') or 'no reason given'}")
     elif row["verdict"] == "error":
-        lines.append(f"ERROR: {row.get('reason') or 'no reason given'}")
+        lines.append(f"ERROR {on}: {row.get('reason') or 'no reason given'}")
     if row.get("diff"):
         d = row["diff"]
-        lines.append(f"DIVERGES from {row.get('reference_target') or 'the reference'}: "
+        lines.append(f"DIVERGES from {row.get('reference_target') or 'the reference'} {on}: "
                      f"{len(d)} difference{'s' if len(d) != 1 else ''} at " + ", ".join(x["path"] for x in d[:5])
                      + (" ..." if len(d) > 5 else ""))
         for x in d:
@@ -159,8 +186,8 @@ def row_to_result(row: dict, run_dir: Path, w: _Writer, side_by_side: dict | Non
         if a:
             attachments.append(a)
     labels = [{"name": n, "value": str(v)} for n, v in (
-        ("parentSuite", _theme(row["case"])), ("suite", row["case"]), ("subSuite", row["target"]),
-        ("epic", _theme(row["case"])), ("feature", row.get("case_title") or row["case"]),
+        ("parentSuite", theme(row["case"])), ("suite", row["case"]), ("subSuite", row["target"]),
+        ("epic", theme(row["case"])), ("feature", row.get("case_title") or row["case"]),
         ("target", row["target"]), ("client", row["client"]),
         ("target_version", row.get("target_version", "")), ("client_version", row.get("client_version", "")),
         ("host", row["target"]), ("framework", "kconform"), ("language", row["client"]),
@@ -206,8 +233,8 @@ def write_environment(rows: list[dict], out: Path, extra: dict | None = None) ->
         "".join(f"{esc(k)}={esc(v)}\n" for k, v in env.items()), encoding="utf-8")
 
 
-def write_categories(out: Path) -> None:
-    (out / "categories.json").write_text(json.dumps(CATEGORIES, indent=2), encoding="utf-8")
+def write_categories(out: Path, rows: list[dict] | None = None) -> None:
+    (out / "categories.json").write_text(json.dumps(categories(rows), indent=2), encoding="utf-8")
 
 
 def rows_to_allure(rows: list[dict], run_dir: str | Path, out_dir: str | Path) -> Path:
@@ -220,25 +247,33 @@ def rows_to_allure(rows: list[dict], run_dir: str | Path, out_dir: str | Path) -
         for row in case_rows:
             res = row_to_result(row, run_dir, w, sbs)
             (out / f"{res['uuid']}-result.json").write_text(json.dumps(res), encoding="utf-8")
-    write_categories(out)
+    write_categories(out, rows)
     write_environment(rows, out)
     return out
 
 
 def side_by_side_attachments(rows: list[dict], out_dir: Path) -> None:
-    """Add the side-by-side page to results the pytest plugin wrote, matched by case/target/client.
-
-    The plugin's results carry the labels ``case``, ``target`` and
-    ``client`` when the runner sets them; results without them are left as
-    they are.
-    """
+    """Add the side-by-side page to results the pytest plugin wrote, matched by case, and the
+    row's status message (the per-target categories match on it) where the result's tags name
+    its target and client (``target:NAME``, ``client:NAME``, as the plugin writes them).
+    Results without those are left as they are."""
     w = _Writer(out_dir)
     pages = {case: w.text("side by side (all targets)", render_case(cr), ".html", "text/html")
              for case, cr in by_case(rows).items()}
+    by_key = {(r["case"], r["target"], r["client"]): r for r in rows}
     for f in out_dir.glob("*-result.json"):
         res = json.loads(f.read_text(encoding="utf-8"))
         labels = {lab["name"]: lab["value"] for lab in res.get("labels", [])}
+        tags = dict(lab["value"].split(":", 1) for lab in res.get("labels", [])
+                    if lab["name"] == "tag" and ":" in lab["value"])
         case = labels.get("case") or labels.get("suite")
-        if case in pages:
-            res.setdefault("attachments", []).insert(0, pages[case])
-            f.write_text(json.dumps(res), encoding="utf-8")
+        if case not in pages:
+            continue
+        res.setdefault("attachments", []).insert(0, pages[case])
+        row = by_key.get((case, tags.get("target"), tags.get("client")))
+        if row is not None:
+            message, _ = _status_message(row)
+            details = res.setdefault("statusDetails", {})
+            if message:
+                details["message"] = message + ("\n" + details["message"] if details.get("message") else "")
+        f.write_text(json.dumps(res), encoding="utf-8")

@@ -50,6 +50,21 @@ def read_results(run_dir: str | Path) -> list[dict]:
     return rows
 
 
+def read_run_meta(run_dir: str | Path) -> dict:
+    """``run_dir/run.json`` (the run's targets, clients, cases, reference, times), or {} when the
+    run did not write one (it was interrupted, or the rows came from elsewhere)."""
+    path = Path(run_dir) / "run.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+
+
+def theme(case: str) -> str:
+    """A case's theme: the folder of its id (``txn`` for ``txn/basic_commit``)."""
+    return case.split("/", 1)[0] if "/" in case else "cases"
+
+
 def by_case(rows: list[dict]) -> dict[str, list[dict]]:
     """Rows grouped by case, in first-seen order."""
     out: dict[str, list[dict]] = {}

@@ -20,7 +20,8 @@ th,td{border:1px solid #ccc;padding:4px 6px;vertical-align:top;text-align:left;w
 th{background:#f3f3f3} td.k{width:18%;font-weight:600;background:#fafafa}
 td.diverges{background:#ffe3e0} td.same{background:#fff}
 .v-pass{color:#1a7f37;font-weight:700}.v-fail{color:#c62828;font-weight:700}
-.v-not_applicable{color:#777;font-weight:700}.v-crash{color:#900;font-weight:700}.v-error{color:#b26a00;font-weight:700}
+.v-not_applicable{color:#777;font-weight:700}.v-error{color:#b26a00;font-weight:700}
+.v-crash{color:#7a0a0a;font-weight:700;text-decoration:underline}
 pre{margin:0;white-space:pre-wrap;font:12px ui-monospace,monospace}
 .legend{color:#555;margin-bottom:8px}
 """

@@ -1,14 +1,18 @@
-"""Topics and partitions this broker hosts, and their durable registry.
+"""Topics and partitions this broker knows, and where their logs are.
 
-Real Kafka keeps topic metadata in the KRaft metadata log; the embedded
-broker is a single node, so one JSON file (``topics.json``, replaced
-atomically) is enough for it to know its topics, their ids and configs
-after a restart. Partition data lives in ``<data-dir>/<topic>-<n>/``, as in
-Kafka.
+Two ways to know them. A one-node broker is its own controller: one JSON file
+(``topics.json``, replaced atomically) is enough for it to know its topics, their ids and
+configs after a restart. A broker of a cluster learns them from the controller's metadata
+image (Kafka keeps them in the KRaft metadata log): the replica manager puts every topic of the
+image here (``put``/``drop``) and opens the logs of the partitions this broker replicates
+(``open_log``), each with Kafka's ``partition.metadata`` naming its topic id, so a log of a
+deleted topic is never taken for the log of a new one with the same name. Partition data lives
+in ``<data-dir>/<topic>-<n>/``, as in Kafka.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import shutil
@@ -18,6 +22,7 @@ from pathlib import Path
 
 from ..protocol.errors import Errors, KafkaError
 from .durable_file import replace_durably
+from .partition import Partition
 
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_NAME_LENGTH = 249
@@ -48,20 +53,12 @@ def by_topic(partitions) -> dict[str, list[int]]:
     return out
 
 
-@dataclass
-class Partition:
-    topic: str
-    index: int
-    log: object                 # broker_impl.log.PartitionLog
-    leader_epoch: int = 0
+PARTITION_METADATA_FILE = "partition.metadata"
 
-    def check_current_leader_epoch(self, current: int):
-        """Kafka's Partition.checkCurrentLeaderEpoch: a request naming the leader epoch it
-        expects (-1: any) gets FENCED_LEADER_EPOCH when that epoch is older than ours and
-        UNKNOWN_LEADER_EPOCH when newer; None when it may go on."""
-        if current == -1 or current == self.leader_epoch:
-            return None
-        return Errors.FENCED_LEADER_EPOCH if current < self.leader_epoch else Errors.UNKNOWN_LEADER_EPOCH
+
+def topic_id_string(topic_id: bytes) -> str:
+    """Kafka's Uuid.toString: URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(topic_id).decode().rstrip("=")
 
 
 @dataclass
@@ -79,9 +76,13 @@ class Topic:
 class TopicRegistry:
     """Creates, deletes and remembers topics; opens their partition logs."""
 
-    def __init__(self, data_dir: Path, log_factory):
+    def __init__(self, data_dir: Path, log_factory, new_partition=None, creates_topics: bool = True):
         self.data_dir = data_dir
+        #: False on a broker of a cluster: only the controller creates and deletes topics
+        self.creates_topics = creates_topics
         self.log_factory = log_factory   # (directory, topic_configs) -> PartitionLog
+        #: (topic name, index, log or None) -> Partition
+        self.new_partition = new_partition or (lambda name, index, log: Partition(name, index, log))
         self.topics: dict[str, Topic] = {}
         self.by_id: dict[bytes, Topic] = {}
         self._file = data_dir / "topics.json"
@@ -102,13 +103,15 @@ class TopicRegistry:
         topic = Topic(name, topic_id, dict(configs))
         for i in range(partitions):
             d = self.data_dir / f"{name}-{i}"
-            topic.partitions.append(Partition(name, i, self.log_factory(d, topic.configs)))
+            topic.partitions.append(self.new_partition(name, i, self.log_factory(d, topic.configs)))
         self.topics[name] = topic
         self.by_id[topic_id] = topic
         return topic
 
     # -- operations --------------------------------------------------------
     def create(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> Topic:
+        if not self.creates_topics:
+            raise KafkaError(Errors.NOT_CONTROLLER, f"Topic '{name}' is created by the controller of this cluster.")
         validate_topic_name(name)
         if name in self.topics:
             raise KafkaError(Errors.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
@@ -129,6 +132,51 @@ class TopicRegistry:
             shutil.rmtree(p.log.directory, ignore_errors=True)
         return topic
 
+    # -- a cluster's topics (the controller's image) ----------------------------
+    def put(self, name: str, topic_id: bytes, configs: dict[str, str], partitions: int) -> Topic:
+        """The topic as the image has it (no log opened, nothing written): a new one, or the
+        known one with the image's configs and at least ``partitions`` partitions."""
+        topic = self.topics.get(name)
+        if topic is not None and topic.topic_id != topic_id:
+            self.drop(name)
+            topic = None
+        if topic is None:
+            topic = Topic(name, topic_id, dict(configs))
+            self.topics[name] = topic
+            self.by_id[topic_id] = topic
+        topic.configs = dict(configs)
+        while len(topic.partitions) < partitions:
+            topic.partitions.append(self.new_partition(name, len(topic.partitions), None))
+        return topic
+
+    def open_log(self, topic: Topic, index: int):
+        """The log of a partition this broker replicates, opened (created if new) in
+        ``<data-dir>/<topic>-<index>``; a directory left by an earlier topic of the same name
+        (another topic id in ``partition.metadata``) is deleted first."""
+        d = self.data_dir / f"{topic.name}-{index}"
+        meta = d / PARTITION_METADATA_FILE
+        wanted = f"version: 0\ntopic_id: {topic_id_string(topic.topic_id)}\n"
+        if meta.exists() and meta.read_text() != wanted:
+            shutil.rmtree(d, ignore_errors=True)
+        log = self.log_factory(d, topic.configs)
+        if not meta.exists():
+            replace_durably(meta, wanted)
+        return log
+
+    def drop(self, name: str) -> Topic | None:
+        """A topic the image no longer has: its logs are closed and deleted."""
+        topic = self.topics.pop(name, None)
+        if topic is None:
+            return None
+        self.by_id.pop(topic.topic_id, None)
+        for p in topic.partitions:
+            if p.log is not None:
+                p.log.close()
+                shutil.rmtree(p.log.directory, ignore_errors=True)
+                p.log = None
+            p.stop_leading()
+        return topic
+
     def get(self, name: str) -> Topic | None:
         return self.topics.get(name)
 
@@ -141,4 +189,5 @@ class TopicRegistry:
     def close(self) -> None:
         for t in self.topics.values():
             for p in t.partitions:
-                p.log.close()
+                if p.log is not None:
+                    p.log.close()

@@ -79,6 +79,13 @@ class ClassicRebalance:
         self.schedule_heartbeat_expiry(group.group_id, member.member_id,
                                        member.session_timeout_ms if timeout_ms is None else timeout_ms)
 
+    def cancel_group_timers(self, group: ClassicGroup) -> None:
+        """Every timer of the group: its members' sessions, its join and sync deadlines."""
+        for member_id in list(group.members) + list(group.pending_join_members):
+            self.cancel_heartbeat(group.group_id, member_id)
+        self.timer.cancel(("join", group.group_id))
+        self.timer.cancel(("sync", group.group_id))
+
     def cancel_heartbeat(self, group_id: str, member_id: str) -> None:
         self.timer.cancel(_heartbeat_key(group_id, member_id))
 

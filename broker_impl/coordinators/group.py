@@ -16,6 +16,14 @@ side by side and a thin shard in front of them; this broker has the same three p
 
 Both managers write through one :class:`~.group_store.OffsetsTopic` and schedule on one
 :class:`~.group_timer.CoordinatorTimer`.
+
+Which groups: a one-node broker coordinates every group. A broker of a cluster coordinates the
+groups of the ``__consumer_offsets`` partitions it leads, and fails over as Kafka's does: when
+it is elected leader of a partition it loads that partition's groups and offsets
+(:meth:`on_elected`), when it loses it it forgets them and answers their parked requests
+NOT_COORDINATOR (:meth:`on_resigned`); a request for a group of another partition gets
+NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while its partition loads), and the client asks
+FindCoordinator again. Writes are answered once replicated (``await_replicated``).
 """
 
 from __future__ import annotations
@@ -25,10 +33,10 @@ from typing import TYPE_CHECKING
 
 from ..log import records as rec
 from ..protocol.errors import Errors, KafkaError
-from .group_metadata import JoinResult, SyncResult, now_ms
+from .group_metadata import JoinResult, SyncResult, group_id_valid, now_ms
 from .group_metadata_manager import DescribedGroup, GroupMetadataManager
 from .group_records import OffsetRecord, UnknownRecord, decode_record
-from .group_store import OffsetsTopic, append_error_to_response
+from .group_store import OFFSETS_TOPIC, OffsetsTopic, append_error_to_response
 from .group_timer import CoordinatorTimer
 from .offset_metadata_manager import OffsetEntry, OffsetMetadataManager
 
@@ -49,26 +57,63 @@ class GroupCoordinator:
         self.timer = CoordinatorTimer()
         self.group_manager = GroupMetadataManager(config, self.store, self.timer)
         self.offset_manager = OffsetMetadataManager(config, self.store, self.group_manager)
+        #: The __consumer_offsets partitions coordinated here; None: all of them (one node).
+        self.owned: set[int] | None = None
 
     # ------------------------------------------------------------------ lifecycle
-    async def start(self, nursery: trio.Nursery) -> None:
-        """Replay ``__consumer_offsets``, then run the timer task in ``nursery``."""
-        self.load()
+    async def start(self, nursery: trio.Nursery, owns_all: bool = True) -> None:
+        """Run the timer task in ``nursery``; a one-node broker (``owns_all``) replays all of
+        ``__consumer_offsets`` first, a broker of a cluster waits to be elected."""
+        if owns_all:
+            self.load()
+        else:
+            self.owned = set()
         nursery.start_soon(self.timer.run)
         self._schedule_offset_expiration()
+
+    def on_elected(self, partition: int, leader_epoch: int) -> None:
+        """This broker now leads ``__consumer_offsets`` partition ``partition``: load it."""
+        self.load({partition})
+        self.owned.add(partition)
+        log.info("coordinating the groups of %s-%d (leader epoch %d)", OFFSETS_TOPIC, partition, leader_epoch)
+
+    def on_resigned(self, partition: int) -> None:
+        """Another broker leads the partition now: forget its groups and their offsets."""
+        if self.owned is None or partition not in self.owned:
+            return
+        self.owned.discard(partition)
+        gone = [g for g in self.group_manager.groups if self.store.partition_for(g) == partition]
+        for group_id in gone:
+            self.group_manager.unload(group_id)
+            self.offset_manager.unload(group_id)
+        log.info("no longer coordinating the groups of %s-%d (%d groups)", OFFSETS_TOPIC, partition, len(gone))
+
+    def coordinator_error(self, group_id: str) -> Errors | None:
+        """NOT_COORDINATOR for a group of a partition this broker does not lead (None: it
+        coordinates the group, or the group id is invalid and the managers say so)."""
+        if self.owned is None or not group_id_valid(group_id):
+            return None
+        if self.store.partition_for(group_id) in self.owned:
+            return None
+        return Errors.NOT_COORDINATOR
+
+    async def await_replicated(self, group_id: str) -> Errors:
+        """What the group's writes so far need before they are acknowledged (group_store)."""
+        return await self.store.await_replicated(group_id)
 
     def close(self) -> None:
         self.timer.clear()
         self.group_manager.close()
 
-    def load(self) -> None:
-        """Rebuild groups and committed offsets from ``__consumer_offsets``: offset records go
-        to the offsets side (transactional ones wait for their COMMIT/ABORT marker), each
-        group's last metadata record to the group side; offsets without group metadata belong
-        to a "simple" group (standalone commits), which is created."""
+    def load(self, partitions: set[int] | None = None) -> None:
+        """Rebuild groups and committed offsets from ``__consumer_offsets`` (``partitions`` of
+        it, default all): offset records go to the offsets side (transactional ones wait for
+        their COMMIT/ABORT marker), each group's last metadata record to the group side; offsets
+        without group metadata belong to a "simple" group (standalone commits), which is
+        created."""
         groups: dict[str, object] = {}
         n = 0
-        for _partition, h, records in self.store.replay():
+        for _partition, h, records in self.store.replay(partitions):
             if h.is_control:
                 marker = None
                 if records and records[0].key is not None and len(records[0].key) >= 4:

@@ -123,11 +123,25 @@ class GroupMetadataManager:
     def close(self) -> None:
         """Answer every parked JoinGroup/SyncGroup (the broker is going away)."""
         for g in self.groups.values():
-            for m in g.members.values():
-                if m.join_waiter is not None:
-                    m.join_waiter.complete(JoinResult(Errors.COORDINATOR_NOT_AVAILABLE, m.member_id))
-                if m.sync_waiter is not None:
-                    m.sync_waiter.complete(SyncResult(Errors.COORDINATOR_NOT_AVAILABLE))
+            self._answer_parked(g, Errors.COORDINATOR_NOT_AVAILABLE)
+
+    @staticmethod
+    def _answer_parked(group: ClassicGroup, error: Errors) -> None:
+        for m in group.members.values():
+            if m.join_waiter is not None:
+                m.join_waiter.complete(JoinResult(error, m.member_id))
+            if m.sync_waiter is not None:
+                m.sync_waiter.complete(SyncResult(error))
+
+    def unload(self, group_id: str) -> None:
+        """This broker no longer coordinates the group (its ``__consumer_offsets`` partition
+        moved): parked requests get NOT_COORDINATOR, so the members find the new coordinator,
+        which loaded the group from the log; its timers stop here."""
+        group = self.groups.pop(group_id, None)
+        if group is None:
+            return
+        self._answer_parked(group, Errors.NOT_COORDINATOR)
+        self.rebalance.cancel_group_timers(group)
 
     # ------------------------------------------------------------------ JoinGroup
     async def join_group(self, *, group_id: str, member_id: str, group_instance_id: str | None,
@@ -322,8 +336,8 @@ class GroupMetadataManager:
         if not group_id_valid(group_id):
             return Errors.INVALID_GROUP_ID, []
         group = self.groups.get(group_id)
-        if group is None:
-            return Errors.UNKNOWN_MEMBER_ID, []
+        if group is None:  # Kafka 4.3.1 (measured): no group-level error, every member unknown
+            return Errors.NONE, [Errors.UNKNOWN_MEMBER_ID] * len(members)
         if group.is_in(GroupState.DEAD):
             return Errors.COORDINATOR_NOT_AVAILABLE, []
         errors: list[Errors] = []

@@ -2,14 +2,15 @@
 
 As in Kafka, every committed offset and every group-metadata change is one
 compacted record in the partition that owns the group
-(``partition_for(group, offsets.topic.num.partitions)``), appended through
-the broker's own :class:`~broker_impl.log.partition_log.PartitionLog` with
-COORDINATOR origin; the coordinator acknowledges a commit only after that
-append returned. On start-up the coordinator reads the partitions back
-(:meth:`OffsetsTopic.replay`) to rebuild its cache.
+(``partition_for(group, offsets.topic.num.partitions)``), appended as that
+partition's leader (cluster.partition.Partition, COORDINATOR origin, acks=all);
+the coordinator acknowledges a commit only once the append is replicated to the
+ISR (:meth:`OffsetsTopic.await_replicated`, ``offsets.commit.timeout.ms``) -- at
+once on a one-node broker. When it becomes leader of a partition the
+coordinator reads it back (:meth:`OffsetsTopic.replay`) to rebuild its cache.
 
-The topic is created lazily, on the first use of the coordinator, as Kafka
-creates it on the first FindCoordinator for a group.
+The topic is created on the first FindCoordinator for a group, as in Kafka
+(server/topic_creation); a one-node broker also creates it on first use.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ class OffsetsTopic:
     def __init__(self, config: BrokerConfig, topics: TopicRegistry):
         self.topics = topics
         self.num_partitions = config.int("offsets.topic.num.partitions")
+        self.commit_timeout_ms = config.int("offsets.commit.timeout.ms")
 
     @property
     def topic(self):
@@ -72,6 +74,8 @@ class OffsetsTopic:
     def ensure(self):
         """Create ``__consumer_offsets`` (compacted) if it does not exist yet."""
         t = self.topic
+        if t is None and not self.topics.creates_topics:
+            raise KafkaError(Errors.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} does not exist yet")
         if t is None:
             t = self.topics.create(OFFSETS_TOPIC, self.num_partitions, {"cleanup.policy": "compact"})
             log.info("created %s with %d partitions", OFFSETS_TOPIC, self.num_partitions)
@@ -92,25 +96,43 @@ class OffsetsTopic:
         if not records:
             return -1
         t = self.ensure()
-        plog = t.partitions[partition_for(group_id, len(t.partitions))].log
+        part = t.partitions[partition_for(group_id, len(t.partitions))]
         now = int(time.time() * 1000)
         batch = rec.build_batch([(k, v, (), now) for k, v in records], base_timestamp=now,
                                 producer_id=producer_id, producer_epoch=producer_epoch,
                                 is_transactional=transactional)
         try:
-            info = plog.append(batch, origin=AppendOrigin.COORDINATOR, now_ms=now)
+            info = part.append_records_to_leader(batch, origin=AppendOrigin.COORDINATOR, required_acks=-1, now=now)
         except LogError as exc:
             raise KafkaError(Errors(exc.error_code), exc.message) from None
         return info.first_offset
 
-    def replay(self) -> Iterator[tuple[int, object, list]]:
-        """``(partition, batch header, records)`` for every batch of every partition, in
-        offset order (control batches included: transactional offsets need the markers)."""
+    async def await_replicated(self, group_id: str) -> Errors:
+        """Everything appended to the group's partition so far is replicated to the ISR (the
+        acks=all wait of Kafka's coordinator appends): NONE, or the error a client sees
+        (COORDINATOR_NOT_AVAILABLE on a timeout, NOT_COORDINATOR once no longer the leader)."""
+        t = self.topic
+        if t is None:
+            return Errors.NONE
+        part = t.partitions[partition_for(group_id, len(t.partitions))]
+        if part.log is None:
+            return Errors.NOT_COORDINATOR
+        err = await part.wait_for_replication(part.log.log_end_offset, self.commit_timeout_ms)
+        return Errors.NONE if err == Errors.NONE else append_error_to_response(err)
+
+    def replay(self, partitions=None) -> Iterator[tuple[int, object, list]]:
+        """``(partition, batch header, records)`` for every batch of ``partitions`` (default:
+        all), in offset order (control batches included: transactional offsets need the
+        markers)."""
         t = self.topic
         if t is None:
             return
         for p in t.partitions:
+            if partitions is not None and p.index not in partitions:
+                continue
             plog = p.log
+            if plog is None:
+                continue
             offset = plog.log_start_offset
             end = plog.log_end_offset
             while offset < end:

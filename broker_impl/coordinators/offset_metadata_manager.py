@@ -61,6 +61,11 @@ class GroupLookup(Protocol):
         """Restart the member's session timeout (a classic member's commit is a heartbeat)."""
 
 
+def _long(n: int) -> int:
+    """``n`` as a Java long: two's complement, 64 bits."""
+    return (n + 2**63) % 2**64 - 2**63
+
+
 class OffsetMetadataManager:
     def __init__(self, config: BrokerConfig, store: OffsetsTopic, groups: GroupLookup):
         self.config = config
@@ -143,7 +148,7 @@ class OffsetMetadataManager:
         def all_(e: Errors) -> dict:
             return {k: e for k in keys}
 
-        if not group_id_valid(group_id):
+        if group_id is None:  # Kafka 4.3.1 (measured): "" is a group like any other here
             return all_(Errors.INVALID_GROUP_ID)
         group = self.groups.group(group_id)
         if group is None and generation_id >= 0:
@@ -160,7 +165,8 @@ class OffsetMetadataManager:
                 # With the classic protocol a commit also keeps the member's session alive.
                 self.groups.reschedule_heartbeat(group, group.members[member_id])
         now = now_ms()
-        expire = now + retention_time_ms if retention_time_ms != -1 else None
+        # Kafka adds the two as Java longs: a huge retention wraps around (the fuzzer sent one)
+        expire = _long(now + retention_time_ms) if retention_time_ms != -1 else None
         result: dict[TopicPartition, Errors] = {}
         to_write: list[tuple[TopicPartition, OffsetAndMetadata]] = []   # one record per entry
         for topic, partition, offset, leader_epoch, metadata in offsets:
@@ -217,8 +223,9 @@ class OffsetMetadataManager:
                       require_stable: bool) -> tuple[Errors, list[tuple[str, list[tuple[int, int, int, str, Errors]]]]]:
         """Committed offsets of ``group_id``: ``topics`` None means every committed partition.
         Returns ``(group error, [(topic, [(partition, offset, leader_epoch, metadata, error)])])``;
-        an unknown partition reads offset -1 without error, as in Kafka."""
-        if not group_id_valid(group_id):
+        an unknown partition reads offset -1 without error, as in Kafka. Only a null group id
+        is refused: Kafka 4.3.1 answers an empty one with offsets -1 (measured)."""
+        if group_id is None:
             return Errors.INVALID_GROUP_ID, []
         group = self.groups.group(group_id)
         cache = self.offsets.get(group_id, {}) if group is not None and not group.is_in(GroupState.DEAD) else {}
@@ -287,6 +294,16 @@ class OffsetMetadataManager:
     def forget_group(self, group_id: str) -> None:
         """The group was deleted, its tombstones written by the caller (DeleteGroups)."""
         self.offsets.pop(group_id, None)
+
+    def unload(self, group_id: str) -> None:
+        """Another broker coordinates the group now: its offsets, committed and pending in
+        transactions, live there (read back from the log)."""
+        self.offsets.pop(group_id, None)
+        for pid in list(self.pending_txn_offsets):
+            by_group = self.pending_txn_offsets[pid]
+            by_group.pop(group_id, None)
+            if not by_group:
+                del self.pending_txn_offsets[pid]
 
     def on_topics_deleted(self, topics: set[str]) -> None:
         """Drop (with tombstones) every committed offset of deleted topics, as Kafka's

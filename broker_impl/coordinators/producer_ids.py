@@ -12,6 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..cluster.durable_file import replace_durably
+from ..protocol.errors import Errors
+from .transaction_metadata import CoordinatorError
 
 BLOCK_SIZE = 1000
 
@@ -35,6 +37,62 @@ class ProducerIdManager:
     def generate(self) -> int:
         if self._next >= self._block_end:
             self._reserve()
+        pid = self._next
+        self._next += 1
+        return pid
+
+
+class RPCProducerIdManager:
+    """A cluster's broker asks the controller for blocks (AllocateProducerIds; Kafka's
+    RPCProducerIdManager): the controller records each block in its metadata before handing it
+    out, so no two brokers -- and no restarted broker -- ever hand out the same id.
+
+    ``generate`` stays synchronous, as the coordinators call it in the middle of a decision: the
+    next block is fetched in the background once 90 % of the current one is used, and while no
+    block is at hand the caller gets COORDINATOR_LOAD_IN_PROGRESS (a retriable error), exactly
+    Kafka's behaviour.
+    """
+
+    PREFETCH_AT = 0.9
+
+    def __init__(self, request_block, spawn):
+        """``request_block()``: an async call returning (first id, block size) or raising;
+        ``spawn(async_fn)``: runs it in the background."""
+        self._request_block = request_block
+        self._spawn = spawn
+        self._next = 0
+        self._end = 0
+        self._block_size = 0
+        self._prefetched: tuple[int, int] | None = None
+        self._fetching = False
+
+    def prefetch(self) -> None:
+        """Ask for a block now (at start: the first InitProducerId need not wait)."""
+        self._maybe_prefetch()
+
+    def _maybe_prefetch(self) -> None:
+        if self._fetching or self._prefetched is not None:
+            return
+        if self._end and self._next < self._end - self._block_size * (1 - self.PREFETCH_AT):
+            return
+        self._fetching = True
+        self._spawn(self._fetch)
+
+    async def _fetch(self) -> None:
+        try:
+            self._prefetched = await self._request_block()
+        except Exception:  # noqa: BLE001 - asked again at the next generate()
+            pass
+        finally:
+            self._fetching = False
+
+    def generate(self) -> int:
+        if self._next >= self._end and self._prefetched is not None:
+            (self._next, self._block_size), self._prefetched = self._prefetched, None
+            self._end = self._next + self._block_size
+        self._maybe_prefetch()
+        if self._next >= self._end:
+            raise CoordinatorError(Errors.COORDINATOR_LOAD_IN_PROGRESS)
         pid = self._next
         self._next += 1
         return pid

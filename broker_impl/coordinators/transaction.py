@@ -74,28 +74,41 @@ class TransactionCoordinator:
         self.is_active = False
 
     # ================================================================== lifecycle
-    async def start(self, nursery: trio.Nursery) -> None:
-        """Load the transaction log (requests meanwhile: COORDINATOR_LOAD_IN_PROGRESS), finish
-        every Prepare* transaction, start the timers."""
+    async def start(self, nursery: trio.Nursery, owns_all: bool = True) -> None:
+        """Start the timers; a broker alone (``owns_all``) owns every partition of the log at a
+        new coordinator epoch and loads them now (requests meanwhile:
+        COORDINATOR_LOAD_IN_PROGRESS), a broker of a cluster those it is elected for."""
         self.is_active = True
-        nursery.start_soon(self._load_and_complete)
         nursery.start_soon(self._every, self.abort_interval_ms, self.abort_timed_out_transactions)
         nursery.start_soon(self._every, self.expire_interval_ms, self._expire_transactional_ids)
         nursery.start_soon(self._every, self.producer_expiration_interval_ms, self._expire_producers)
+        if owns_all:
+            epoch = self.txn_manager.bump_local_epoch()
+            for p in range(self.txn_manager.num_partitions):
+                self.on_elected(p, epoch)
 
-    async def _load_and_complete(self) -> None:
-        pending = await self.txn_manager.load()
-        for md, complete, commit in pending:
+    def on_elected(self, partition: int, coordinator_epoch: int) -> None:
+        """This broker leads ``__transaction_state`` partition ``partition`` (at a leader
+        epoch, the coordinator epoch): load it, then finish its Prepare* transactions."""
+        self.txn_manager.begin_load(partition, coordinator_epoch)
+        self.broker.nursery.start_soon(self._load_and_complete, partition, coordinator_epoch)
+
+    def on_resigned(self, partition: int) -> None:
+        """Another broker leads it now: its ids get NOT_COORDINATOR here; markers in flight
+        for them stop at their next epoch check."""
+        self.txn_manager.resign(partition)
+
+    async def _load_and_complete(self, partition: int, coordinator_epoch: int) -> None:
+        pending = await self.txn_manager.load_partition(partition, coordinator_epoch)
+        for md, complete, commit in pending or ():
             log.info("completing %s (%s) after load", md.transactional_id, md.state)
-            self.markers.add_txn_markers_to_send(self.txn_manager.coordinator_epoch, commit, md, complete)
+            self.markers.add_txn_markers_to_send(coordinator_epoch, commit, md, complete)
 
     async def _every(self, interval_ms: int, fn) -> None:
         if interval_ms <= 0 or interval_ms >= 1 << 62:
             return
         while True:
             await trio.sleep(interval_ms / 1000.0)
-            if self.txn_manager.loading:
-                continue
             try:
                 res = fn()
                 if hasattr(res, "__await__"):
@@ -103,8 +116,8 @@ class TransactionCoordinator:
             except Exception:  # noqa: BLE001 - a timer must survive one bad round
                 log.exception("transaction coordinator timer %s failed", getattr(fn, "__name__", fn))
 
-    def _expire_transactional_ids(self) -> None:
-        removed = self.txn_manager.remove_expired_transactional_ids(now_ms())
+    async def _expire_transactional_ids(self) -> None:
+        removed = await self.txn_manager.remove_expired_transactional_ids(now_ms())
         if removed:
             log.info("expired transactional ids %s", removed)
 
@@ -113,7 +126,8 @@ class TransactionCoordinator:
         now = now_ms()
         for t in list(self.broker.topics.topics.values()):
             for p in t.partitions:
-                p.log.remove_expired_producers(now)
+                if p.log is not None:     # a cluster's broker holds the logs of its replicas only
+                    p.log.remove_expired_producers(now)
 
     # ================================================================== InitProducerId
     async def init_producer_id(self, transactional_id: str, timeout_ms: int,
@@ -129,7 +143,7 @@ class TransactionCoordinator:
                 md = tm.put_if_not_exists(TransactionMetadata(
                     transactional_id, self.broker.producer_ids.generate(), txn_timeout_ms=timeout_ms,
                     txn_last_update_timestamp=now_ms()))
-            coordinator_epoch = tm.coordinator_epoch
+            coordinator_epoch = tm.coordinator_epoch_of(transactional_id)
             transit = self._prepare_init_producer_id_transit(md, timeout_ms, expected)
         except CoordinatorError as exc:
             return _fail(exc.code)
@@ -138,7 +152,7 @@ class TransactionCoordinator:
                                                     commit=False, is_from_client=False,
                                                     client_tv=tm.transaction_version_level())
             return _fail(err if err != Errors.NONE else Errors.CONCURRENT_TRANSACTIONS)
-        err = tm.append_transaction_to_log(transactional_id, coordinator_epoch, transit)
+        err = await tm.append_transaction_to_log(transactional_id, coordinator_epoch, transit)
         if err != Errors.NONE:
             return _fail(err)
         log.info("initialized %s: producer id %d epoch %d", transactional_id, transit.producer_id,
@@ -186,7 +200,7 @@ class TransactionCoordinator:
         if md.state is S.ONGOING and partitions <= md.topic_partitions:
             return Errors.NONE
         transit = md.prepare_add_partitions(partitions, now_ms(), client_tv)
-        return tm.append_transaction_to_log(transactional_id, tm.coordinator_epoch, transit)
+        return await tm.append_transaction_to_log(transactional_id, tm.coordinator_epoch_of(transactional_id), transit)
 
     def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                           partitions) -> dict:
@@ -225,7 +239,7 @@ class TransactionCoordinator:
             return _fail(exc.code)
         if md is None:
             return _fail(Errors.INVALID_PRODUCER_ID_MAPPING)
-        coordinator_epoch = tm.coordinator_epoch
+        coordinator_epoch = tm.coordinator_epoch_of(transactional_id)
         current = (md.producer_id, md.producer_epoch)
         try:
             if supports_epoch_bump(client_tv):
@@ -239,15 +253,16 @@ class TransactionCoordinator:
         is_epoch_fence, transit = decision
         if FAULTS.armed and is_from_client:
             await FAULTS.reach("before_prepare_append", transactional_id)
-        err = tm.append_transaction_to_log(transactional_id, coordinator_epoch, transit)
+        err = await tm.append_transaction_to_log(transactional_id, coordinator_epoch, transit)
         if err != Errors.NONE:
-            if is_epoch_fence and tm.get(transactional_id) is md and tm.coordinator_epoch == coordinator_epoch:
+            if is_epoch_fence and tm.coordinator_epoch_of(transactional_id) == coordinator_epoch \
+                    and tm.get(transactional_id) is md:
                 md.has_failed_epoch_fence = True
             return _fail(err)
         if FAULTS.armed:
             await FAULTS.reach("after_prepare_durable", transactional_id)
         # sendTxnMarkersCallback: re-check, then prepare Complete* and hand over to the markers.
-        if tm.coordinator_epoch != coordinator_epoch or tm.get(transactional_id) is not md:
+        if tm.coordinator_epoch_of(transactional_id) != coordinator_epoch or tm.get(transactional_id) is not md:
             return _fail(Errors.NOT_COORDINATOR)
         if md.producer_id != producer_id and not supports_epoch_bump(client_tv):
             return _fail(Errors.INVALID_PRODUCER_ID_MAPPING)
@@ -373,10 +388,9 @@ class TransactionCoordinator:
 
     # ================================================================== describe / list
     def describe(self, transactional_id: str, T):
-        """One DescribeTransactions TransactionState (``T`` is its generated class)."""
-        out = T(error_code=Errors.NONE, transactional_id=transactional_id, transaction_state="",
-                transaction_timeout_ms=0, transaction_start_time_ms=-1, producer_id=-1, producer_epoch=-1,
-                topics=[])
+        """One DescribeTransactions TransactionState (``T`` is its generated class). An error
+        leaves every other field at the schema's default (0), as Kafka does (measured on 4.3.1)."""
+        out = T(error_code=Errors.NONE, transactional_id=transactional_id)
         if not self.is_active:
             out.error_code = Errors.COORDINATOR_NOT_AVAILABLE
             return out
@@ -456,10 +470,8 @@ class TransactionCoordinator:
                 and entry.producer_epoch == h.producer_epoch:
             return None   # hasOngoingTransaction: already verified
         tp = (topic.name, pd.index)
-        if op == ADD_PARTITION:
-            err = await self.add_partitions(tid, h.producer_id, h.producer_epoch, {tp}, TV_2)
-        else:
-            err = self.verify_partitions(tid, h.producer_id, h.producer_epoch, [tp])[tp]
+        err = await self.broker.add_partitions_manager.verify(tid, h.producer_id, h.producer_epoch, tp,
+                                                              add=op == ADD_PARTITION)
         return self.verification_error_for_produce(err, op)
 
     @staticmethod

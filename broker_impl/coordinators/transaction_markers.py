@@ -1,19 +1,25 @@
-"""Kafka's TransactionMarkerChannelManager, for a broker that leads every partition itself.
+"""Kafka's TransactionMarkerChannelManager and TransactionMarkerRequestCompletionHandler.
 
-After PrepareCommit/PrepareAbort is durable, a COMMIT/ABORT control batch is written to every
-partition of the transaction (with the producer id, the producer epoch after the Prepare
-transition, and the coordinator epoch), then CompleteCommit/CompleteAbort is appended to the
-transaction log. Kafka sends WriteTxnMarkers to each partition leader; here every leader is
-this broker, so the markers go straight to the partition logs — through :func:`write_marker`,
-which the WriteTxnMarkers handler uses too.
+After PrepareCommit/PrepareAbort is durable, a COMMIT/ABORT marker goes to every partition of the
+transaction -- a WriteTxnMarkers request (the producer id, the producer epoch after the Prepare
+transition, the coordinator epoch, the transaction version) to the partition's leader, over the
+network, this broker included, on the leader's advertised listener with Kafka's client id
+``broker-<id>-txn-marker-sender``: a proxy in front of the nodes sees every marker, as on
+Kafka. The leader writes the marker (acks=all) and, on ``__consumer_offsets``, settles the
+transactional offsets of that producer in its group coordinator (handlers/transactions.py).
+Once every partition has its marker, CompleteCommit/CompleteAbort is appended to the
+transaction log.
 
-Per-partition outcomes follow TransactionMarkerRequestCompletionHandler:
+Markers go to the partitions' leaders at once, and to one leader one partition at a time, in
+partition order (Kafka batches the partitions of one leader into one request; one at a time
+keeps the fault point ``after_some_markers`` exact on a single node). Per-partition outcomes
+follow the completion handler:
 - INVALID_PRODUCER_EPOCH / TRANSACTION_COORDINATOR_FENCED: stop, this transaction "can now be
-  ignored" (it stays in Prepare* until the coordinator reloads, as in Kafka);
-- the partition's topic is gone: the partition is dropped from the transaction;
-- anything else (storage errors): retried after a backoff until it succeeds.
-Transactional offsets (``__consumer_offsets``) are materialised or discarded by the group
-coordinator (``complete_txn_offsets``), as Kafka's WriteTxnMarkers handler does.
+  ignored" (it stays in Prepare* until a coordinator loads it again, as in Kafka);
+- the partition's topic is gone from the metadata: the partition is dropped from the transaction;
+- anything else (no leader yet, NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, a timeout, the leader
+  unreachable): retried after a backoff until it succeeds -- or until this broker is no longer
+  the coordinator at that epoch (the partition moved: the new coordinator writes the markers).
 """
 
 from __future__ import annotations
@@ -22,14 +28,29 @@ import logging
 
 import trio
 
+from ..cluster.network_client import InterBrokerClient, NetworkError
 from ..faults import FAULTS
-from ..log.errors import LogError
 from ..protocol.errors import Errors
+from ..protocol.messages import API
 from .group_store import OFFSETS_TOPIC as GROUP_METADATA_TOPIC
 from .transaction_metadata import TransactionMetadata, TxnTransitMetadata
 
 log = logging.getLogger("kconform.txn.markers")
 RETRY_BACKOFF_S = 0.1
+WRITE_TXN_MARKERS_VERSION = 2
+_STOP = frozenset({Errors.INVALID_PRODUCER_EPOCH, Errors.TRANSACTION_COORDINATOR_FENCED})
+
+__all__ = ["GROUP_METADATA_TOPIC", "TransactionMarkerChannelManager", "write_txn_markers_request"]
+
+
+def write_txn_markers_request(commit: bool, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                              transaction_version: int, topic: str, partition: int):
+    """One marker for one partition, as a WriteTxnMarkers request body."""
+    R = API["WriteTxnMarkers"].Request
+    M = R.WritableTxnMarker
+    return R(markers=[M(producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=commit,
+                        topics=[M.WritableTxnMarkerTopic(name=topic, partition_indexes=[partition])],
+                        coordinator_epoch=coordinator_epoch, transaction_version=transaction_version)])
 
 
 class TransactionMarkerChannelManager:
@@ -37,6 +58,15 @@ class TransactionMarkerChannelManager:
         self.broker = broker
         self.txn_manager = state_manager
         self.in_flight: dict[str, trio.Event] = {}
+        self.request_timeout_s = broker.config.int("request.timeout.ms") / 1000.0
+        self._client = None
+
+    @property
+    def client(self) -> InterBrokerClient:
+        if self._client is None:
+            self._client = InterBrokerClient(self.broker.replica_manager.endpoint,
+                                             f"broker-{self.broker.node_id}-txn-marker-sender")
+        return self._client
 
     def add_txn_markers_to_send(self, coordinator_epoch: int, commit: bool, md: TransactionMetadata,
                                 complete: TxnTransitMetadata) -> trio.Event:
@@ -56,49 +86,95 @@ class TransactionMarkerChannelManager:
                 del self.in_flight[md.transactional_id]
             done.set()
 
+    def _still_coordinator(self, md: TransactionMetadata, coordinator_epoch: int) -> bool:
+        return self.txn_manager.coordinator_epoch_of(md.transactional_id) == coordinator_epoch
+
     async def _write_markers(self, coordinator_epoch: int, commit: bool, md: TransactionMetadata) -> bool:
+        """Every partition's marker; False when the transaction's markers stopped (fenced, or
+        no longer the coordinator)."""
         partitions = sorted(md.topic_partitions)
-        written = 0
-        group_offsets = False
+        by_leader: dict[int, list] = {}
         for tp in partitions:
-            topic, index = tp
-            if topic == GROUP_METADATA_TOPIC:
-                group_offsets = True
-            while True:
-                if self.txn_manager.coordinator_epoch != coordinator_epoch:
-                    return False
-                error = write_marker(self.broker, topic, index, commit, md.producer_id, md.producer_epoch,
-                                     coordinator_epoch, md.client_transaction_version)
-                if error in (Errors.NONE, Errors.UNKNOWN_TOPIC_OR_PARTITION):
-                    break
-                if error in (Errors.INVALID_PRODUCER_EPOCH, Errors.TRANSACTION_COORDINATOR_FENCED):
-                    log.info("markers of %s stopped on %s-%d: %s", md.transactional_id, topic, index,
-                             Errors(error).name)
-                    return False
-                log.warning("marker for %s on %s-%d failed (%s); retrying", md.transactional_id, topic,
-                            index, Errors(error).name)
-                await trio.sleep(RETRY_BACKOFF_S)
-            md.remove_partition(tp)
-            written += 1
-            if FAULTS.armed and written < len(partitions):
-                await FAULTS.reach("after_some_markers", f"{md.transactional_id} {written}/{len(partitions)}")
-        if group_offsets:
-            complete_group_offsets(self.broker, md.producer_id, commit)
-        self.broker.notify_append()
+            by_leader.setdefault(self._leader_of(*tp), []).append(tp)
+        progress = {"written": 0, "stopped": False}
+        async with trio.open_nursery() as nursery:
+            for tps in by_leader.values():
+                nursery.start_soon(self._write_to_one_leader, coordinator_epoch, commit, md, tps, len(partitions),
+                                   progress)
+        if progress["stopped"]:
+            return False
         if FAULTS.armed:
             await FAULTS.reach("after_all_markers", md.transactional_id)
         return True
+
+    def _leader_of(self, topic: str, index: int) -> int:
+        t = self.broker.topics.get(topic)
+        return t.partitions[index].leader if t is not None and 0 <= index < len(t.partitions) else -1
+
+    async def _write_to_one_leader(self, coordinator_epoch: int, commit: bool, md: TransactionMetadata, tps: list,
+                                   total: int, progress: dict) -> None:
+        """The markers of the partitions one leader had when sending began, in order (each is
+        retried where its leader is now)."""
+        for tp in tps:
+            topic, index = tp
+            while True:
+                if progress["stopped"]:
+                    return
+                if not self._still_coordinator(md, coordinator_epoch):
+                    log.info("no longer the coordinator of %s at epoch %d: its markers stop", md.transactional_id,
+                             coordinator_epoch)
+                    progress["stopped"] = True
+                    return
+                error = await self._send_marker(topic, index, commit, md, coordinator_epoch)
+                if error in (Errors.NONE, None):
+                    break
+                if error in _STOP:
+                    log.info("markers of %s stopped on %s-%d: %s", md.transactional_id, topic, index, error.name)
+                    progress["stopped"] = True
+                    return
+                log.info("marker for %s on %s-%d failed (%s); retrying", md.transactional_id, topic, index,
+                         error.name)
+                await trio.sleep(RETRY_BACKOFF_S)
+            md.remove_partition(tp)
+            progress["written"] += 1
+            if FAULTS.armed and progress["written"] < total:
+                await FAULTS.reach("after_some_markers", f"{md.transactional_id} {progress['written']}/{total}")
+
+    async def _send_marker(self, topic: str, index: int, commit: bool, md: TransactionMetadata,
+                           coordinator_epoch: int) -> Errors | None:
+        """One WriteTxnMarkers to the partition's leader: its error; None when the partition's
+        topic is gone (the marker is not needed any more)."""
+        t = self.broker.topics.get(topic)
+        if t is None or not 0 <= index < len(t.partitions):
+            return None
+        leader = t.partitions[index].leader
+        if leader < 0 or not self.broker.replica_manager.broker_alive(leader):
+            return Errors.NOT_LEADER_OR_FOLLOWER
+        req = write_txn_markers_request(commit, md.producer_id, md.producer_epoch, coordinator_epoch,
+                                        md.client_transaction_version, topic, index)
+        try:
+            resp = await self.client.send(leader, "WriteTxnMarkers", WRITE_TXN_MARKERS_VERSION, req,
+                                          self.request_timeout_s)
+        except NetworkError as exc:
+            log.info("WriteTxnMarkers to broker %d: %s", leader, exc)
+            return Errors.NETWORK_EXCEPTION
+        for m in resp.markers:
+            for rt in m.topics:
+                for rp in rt.partitions:
+                    if (rt.name, rp.partition_index) == (topic, index):
+                        return Errors(rp.error_code)
+        return Errors.UNKNOWN_SERVER_ERROR
 
     async def _write_completion(self, coordinator_epoch: int, md: TransactionMetadata,
                                 complete: TxnTransitMetadata) -> None:
         tm = self.txn_manager
         while True:
-            if tm.loading or tm.coordinator_epoch != coordinator_epoch or tm.get(md.transactional_id) is not md:
+            if not self._still_coordinator(md, coordinator_epoch) or tm.get(md.transactional_id) is not md:
                 log.info("no longer the coordinator of %s at epoch %d: Complete not written",
                          md.transactional_id, coordinator_epoch)
                 return
-            error = tm.append_transaction_to_log(md.transactional_id, coordinator_epoch, complete,
-                                                 retry_on_error=lambda e: e == Errors.COORDINATOR_NOT_AVAILABLE)
+            error = await tm.append_transaction_to_log(md.transactional_id, coordinator_epoch, complete,
+                                                       retry_on_error=lambda e: e == Errors.COORDINATOR_NOT_AVAILABLE)
             if error == Errors.NONE:
                 break
             if error != Errors.COORDINATOR_NOT_AVAILABLE:
@@ -107,28 +183,3 @@ class TransactionMarkerChannelManager:
             await trio.sleep(RETRY_BACKOFF_S)
         if FAULTS.armed:
             await FAULTS.reach("after_complete", md.transactional_id)
-
-
-def write_marker(broker, topic: str, index: int, commit: bool, producer_id: int, producer_epoch: int,
-                 coordinator_epoch: int, transaction_version: int) -> int:
-    """One COMMIT/ABORT marker on one partition of this broker; an error code. Both the
-    coordinator's marker sending and the WriteTxnMarkers handler write markers through here."""
-    partition = broker.topics.partition(topic, index)
-    if partition is None:
-        return Errors.UNKNOWN_TOPIC_OR_PARTITION
-    try:
-        partition.log.append_control_marker(
-            commit, producer_id=producer_id, producer_epoch=producer_epoch,
-            coordinator_epoch=coordinator_epoch, transaction_version=transaction_version)
-    except LogError as exc:
-        return exc.error_code
-    except OSError:
-        return Errors.KAFKA_STORAGE_ERROR
-    return Errors.NONE
-
-
-def complete_group_offsets(broker, producer_id: int, commit: bool) -> None:
-    """A marker reached ``__consumer_offsets``: the group coordinator materialises (COMMIT) or
-    drops (ABORT) the producer's transactional offsets, as Kafka's WriteTxnMarkers handler
-    has it do."""
-    broker.group_coordinator.complete_txn_offsets(producer_id, commit)

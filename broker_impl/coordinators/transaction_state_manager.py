@@ -1,16 +1,19 @@
 """Kafka's TransactionStateManager: the transaction metadata cache and ``__transaction_state``.
 
 - Every transition is appended to the partition of ``__transaction_state`` that the
-  transactional id hashes to (Kafka's record format, see transaction_log) and **fsynced** before
-  the cache changes and before anyone is answered: the transaction log is the coordinator's
-  only memory across a crash.
-- The single broker leads every partition of the topic. The *coordinator epoch* (Kafka: the
-  partition leader epoch) is bumped and made durable at every load, i.e. every start-up, and
-  markers carry it: a marker from a previous incarnation is refused by the data partitions
-  (TRANSACTION_COORDINATOR_FENCED) once a newer one wrote there.
-- While the log is read back, requests get COORDINATOR_LOAD_IN_PROGRESS; afterwards every
-  transaction found in PrepareCommit/PrepareAbort is handed back for its markers to be written
-  again (Kafka's loadTransactionsForTxnTopicPartition).
+  transactional id hashes to (Kafka's record format, see transaction_log), as that partition's
+  leader with acks=all, **fsynced**, and replicated to the ISR before the cache changes and
+  before anyone is answered (``request.timeout.ms``: the transaction log is the coordinator's only
+  memory across a crash or a failover). Append errors are mapped as appendTransactionToLog does.
+- The coordinator owns the partitions it leads, each at a *coordinator epoch* that markers
+  carry and data partitions check (TRANSACTION_COORDINATOR_FENCED for an older one). In a
+  cluster that epoch is the partition's leader epoch, and a broker elected leader of a
+  partition loads it (:meth:`begin_load` / :meth:`load_partition`); a broker alone owns every
+  partition, at an epoch bumped and made durable at each start (``transaction_coordinator_epoch``).
+- Requests for an id of a partition being loaded get COORDINATOR_LOAD_IN_PROGRESS, of a
+  partition not owned NOT_COORDINATOR. After a load, every transaction found in
+  PrepareCommit/PrepareAbort is handed back for its markers to be written again (Kafka's
+  loadTransactionsForTxnTopicPartition).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from ..features import finalized_features
 from ..log import records as rec
 from ..log.errors import LogError
 from ..log.producer_state import AppendOrigin
-from ..protocol.errors import Errors
+from ..protocol.errors import Errors, KafkaError
 from . import transaction_log as tlog
 from .partitioner import partition_for
 from .transaction_metadata import CoordinatorError, TransactionMetadata, TransactionState, TxnTransitMetadata
@@ -58,8 +61,11 @@ class TransactionStateManager:
         self.num_partitions = cfg.int("transaction.state.log.num.partitions")
         self.max_timeout_ms = cfg.int("transaction.max.timeout.ms")
         self.transactional_id_expiration_ms = cfg.int("transactional.id.expiration.ms")
-        self.coordinator_epoch = -1
-        self.loading = True
+        self.append_timeout_ms = cfg.int("request.timeout.ms")
+        #: partition -> coordinator epoch, for the partitions this coordinator owns (loaded)
+        self.owned: dict[int, int] = {}
+        #: partition -> the coordinator epoch it is being loaded at
+        self.loading: dict[int, int] = {}
         self.cache: dict[int, dict[str, TransactionMetadata]] = {}
         self._epoch_file = Path(broker.data_dir) / "transaction_coordinator_epoch"
 
@@ -74,75 +80,109 @@ class TransactionStateManager:
     def validate_transaction_timeout_ms(self, timeout_ms: int) -> bool:
         return 0 < timeout_ms <= self.max_timeout_ms
 
-    def _topic(self, create: bool):
+    def coordinator_epoch_of(self, transactional_id: str) -> int:
+        """The coordinator epoch of the id's partition (-1 where it is not owned)."""
+        return self.owned.get(self.partition_for(transactional_id), -1)
+
+    def _partition(self, partition: int):
+        """The ``__transaction_state`` partition (a one-node broker creates the topic on first
+        use; in a cluster it exists wherever a partition of it is owned)."""
         topics = self.broker.topics
         topic = topics.get(tlog.TRANSACTION_STATE_TOPIC)
-        if topic is None and create:
-            # Kafka's enforced configs: compacted, uncompressed (not enforced here: no cleaner).
-            topic = topics.create(tlog.TRANSACTION_STATE_TOPIC, self.num_partitions,
-                                  {"cleanup.policy": "compact", "compression.type": "uncompressed"})
-        return topic
-
-    def _partition_log(self, partition: int):
-        return self._topic(create=True).partitions[partition].log
+        if topic is None:
+            if not topics.creates_topics:
+                raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"{tlog.TRANSACTION_STATE_TOPIC} does not exist")
+            partitions, _rf, configs = self.broker.topic_creator.internal_topic_settings(tlog.TRANSACTION_STATE_TOPIC)
+            topic = topics.create(tlog.TRANSACTION_STATE_TOPIC, partitions, configs)
+        return topic.partitions[partition]
 
     # ------------------------------------------------------------------ cache access
-    def get(self, transactional_id: str) -> TransactionMetadata | None:
-        """getTransactionState: raises COORDINATOR_LOAD_IN_PROGRESS while loading."""
-        if self.loading:
+    def _owned_partition(self, transactional_id: str) -> int:
+        p = self.partition_for(transactional_id)
+        if p in self.loading:
             raise CoordinatorError(Errors.COORDINATOR_LOAD_IN_PROGRESS)
-        return self.cache.get(self.partition_for(transactional_id), {}).get(transactional_id)
+        if p not in self.owned:
+            raise CoordinatorError(Errors.NOT_COORDINATOR)
+        return p
+
+    def get(self, transactional_id: str) -> TransactionMetadata | None:
+        """getTransactionState: COORDINATOR_LOAD_IN_PROGRESS while the id's partition loads,
+        NOT_COORDINATOR when another broker owns it."""
+        return self.cache[self._owned_partition(transactional_id)].get(transactional_id)
 
     def put_if_not_exists(self, md: TransactionMetadata) -> TransactionMetadata:
-        if self.loading:
-            raise CoordinatorError(Errors.COORDINATOR_LOAD_IN_PROGRESS)
-        part = self.cache.setdefault(self.partition_for(md.transactional_id), {})
+        part = self.cache[self._owned_partition(md.transactional_id)]
         return part.setdefault(md.transactional_id, md)
 
     def all_metadata(self):
-        for part in self.cache.values():
-            yield from part.values()
+        for p in list(self.owned):
+            yield from list(self.cache.get(p, {}).values())
 
     # ------------------------------------------------------------------ append
-    def append_transaction_to_log(self, transactional_id: str, coordinator_epoch: int,
-                                  transit: TxnTransitMetadata, retry_on_error=lambda e: False) -> int:
-        """Append ``transit``, fsync, then complete the transition in the cache. Returns the
-        error code the caller answers with (NONE on success); on error the pending state is
-        reset unless ``retry_on_error(code)``."""
+    async def _append(self, partition: int, batch: bytes, now: int) -> Errors:
+        """Append ``batch`` to our partition as its leader, fsync, wait for the ISR: the error
+        the coordinator answers with (already mapped)."""
+        try:
+            part = self._partition(partition)
+            info = part.append_records_to_leader(batch, origin=AppendOrigin.COORDINATOR, required_acks=-1, now=now)
+            part.log.flush(now)   # durable before anyone is told
+        except LogError as exc:
+            return _APPEND_ERRORS.get(Errors(exc.error_code), Errors(exc.error_code))
+        except KafkaError as exc:
+            return _APPEND_ERRORS.get(exc.error, exc.error)
+        except OSError as exc:
+            log.error("txn log append to partition %d failed: %s", partition, exc)
+            return Errors.NOT_COORDINATOR
+        err = await part.wait_for_replication(info.last_offset + 1, self.append_timeout_ms)
+        return _APPEND_ERRORS.get(err, err)
+
+    async def append_transaction_to_log(self, transactional_id: str, coordinator_epoch: int,
+                                        transit: TxnTransitMetadata, retry_on_error=lambda e: False) -> int:
+        """Append ``transit`` (durable and replicated), then complete the transition in the
+        cache. Returns the error code the caller answers with (NONE on success); on error the
+        pending state is reset unless ``retry_on_error(code)``."""
         md = self.get(transactional_id)
         if md is None:
             return Errors.NOT_COORDINATOR
-        if coordinator_epoch != self.coordinator_epoch:
+        p = self.partition_for(transactional_id)
+        if coordinator_epoch != self.owned.get(p):
             return Errors.NOT_COORDINATOR
         now = now_ms()
         batch = rec.build_batch([(tlog.key_bytes(transactional_id),
                                   tlog.value_bytes(transit, self.transaction_version_level()), (), now)])
-        error = Errors.NONE
-        try:
-            plog = self._partition_log(self.partition_for(transactional_id))
-            plog.append(batch, origin=AppendOrigin.COORDINATOR, now_ms=now)
-            plog.flush(now)   # durable before anyone is told
-        except LogError as exc:
-            error = _APPEND_ERRORS.get(Errors(exc.error_code), Errors(exc.error_code))
-        except OSError as exc:
-            log.error("txn log append for %s failed: %s", transactional_id, exc)
-            error = Errors.NOT_COORDINATOR
+        error = await self._append(p, batch, now)
         if error == Errors.NONE:
-            if self.coordinator_epoch != coordinator_epoch:
+            if self.owned.get(p) != coordinator_epoch:
                 return Errors.NOT_COORDINATOR
             md.complete_transition_to(transit)
         elif not retry_on_error(error):
             md.pending_state = None
         return error
 
-    # ------------------------------------------------------------------ load
-    def _bump_coordinator_epoch(self) -> int:
+    # ------------------------------------------------------------------ ownership and load
+    def bump_local_epoch(self) -> int:
+        """A broker alone: the coordinator epoch of this start. Kafka's coordinator epoch is the
+        __transaction_state partition's leader epoch, and a restart of a single KRaft node moves
+        it by two: the partition goes leaderless while the node is away and is led again when it
+        is back (measured on 4.3.1: 0, then 2)."""
         epoch = 0
         if self._epoch_file.exists():
             text = self._epoch_file.read_text().strip()
-            epoch = int(text) + 1 if text else 0
+            epoch = int(text) + 2 if text else 0
         replace_durably(self._epoch_file, str(epoch))
         return epoch
+
+    def begin_load(self, partition: int, coordinator_epoch: int) -> None:
+        """Elected for ``partition``: requests for it wait (LOAD_IN_PROGRESS) until loaded."""
+        self.owned.pop(partition, None)
+        self.cache.pop(partition, None)
+        self.loading[partition] = coordinator_epoch
+
+    def resign(self, partition: int) -> None:
+        """Another broker owns ``partition`` now: NOT_COORDINATOR for its ids from here on."""
+        self.owned.pop(partition, None)
+        self.loading.pop(partition, None)
+        self.cache.pop(partition, None)
 
     def _read_partition(self, plog) -> dict[str, TransactionMetadata]:
         loaded: dict[str, TransactionMetadata] = {}
@@ -167,26 +207,28 @@ class TransactionStateManager:
                 offset = h.last_offset + 1
         return loaded
 
-    async def load(self) -> list[tuple[TransactionMetadata, TxnTransitMetadata, bool]]:
-        """Read the whole txn log back at a new coordinator epoch. Returns the transactions to
-        complete (metadata, prepared Complete* transition, commit?)."""
-        self.loading = True
-        self.coordinator_epoch = self._bump_coordinator_epoch()
-        self.cache = {}
-        pending = []
-        topic = self._topic(create=False)
-        if topic is not None:
-            now = now_ms()
-            for p in topic.partitions:
-                loaded = self._read_partition(p.log)
-                self.cache[p.index] = loaded
-                for md in loaded.values():
-                    if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-                        pending.append((md, md.prepare_complete(now), md.state is S.PREPARE_COMMIT))
-                await trio.sleep(0)   # let requests in meanwhile: they get LOAD_IN_PROGRESS
-        self.loading = False
-        log.info("transaction log loaded at coordinator epoch %d: %d ids, %d to complete",
-                 self.coordinator_epoch, sum(len(c) for c in self.cache.values()), len(pending))
+    async def load_partition(self, partition: int, coordinator_epoch: int
+                             ) -> list[tuple[TransactionMetadata, TxnTransitMetadata, bool]] | None:
+        """Read ``partition`` back at ``coordinator_epoch``; then it is owned. Returns the
+        transactions to complete (metadata, prepared Complete* transition, commit?), or None
+        when the partition was lost or re-elected meanwhile."""
+        await trio.sleep(0)   # requests meanwhile get LOAD_IN_PROGRESS
+        if self.loading.get(partition) != coordinator_epoch:
+            return None
+        topic = self.broker.topics.get(tlog.TRANSACTION_STATE_TOPIC)
+        plog = topic.partitions[partition].log if topic is not None else None
+        loaded = self._read_partition(plog) if plog is not None else {}
+        if self.loading.get(partition) != coordinator_epoch:
+            return None
+        now = now_ms()
+        pending = [(md, md.prepare_complete(now), md.state is S.PREPARE_COMMIT) for md in loaded.values()
+                   if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT)]
+        del self.loading[partition]
+        self.cache[partition] = loaded
+        self.owned[partition] = coordinator_epoch
+        if loaded or self.broker.is_cluster:
+            log.info("%s-%d loaded at coordinator epoch %d: %d ids, %d to complete", tlog.TRANSACTION_STATE_TOPIC,
+                     partition, coordinator_epoch, len(loaded), len(pending))
         return pending
 
     # ------------------------------------------------------------------ timers
@@ -195,10 +237,12 @@ class TransactionStateManager:
                 if md.pending_state is None and md.state is S.ONGOING
                 and md.txn_start_timestamp + md.txn_timeout_ms < now]
 
-    def remove_expired_transactional_ids(self, now: int) -> list[str]:
+    async def remove_expired_transactional_ids(self, now: int) -> list[str]:
         """Tombstone ids idle for transactional.id.expiration.ms in Empty/Complete*."""
         removed = []
-        for part, entries in self.cache.items():
+        for part in list(self.owned):
+            epoch = self.owned[part]
+            entries = self.cache.get(part, {})
             expired = [md for md in entries.values()
                        if md.pending_state is None and md.state.expiration_allowed
                        and md.txn_last_update_timestamp <= now - self.transactional_id_expiration_ms]
@@ -207,12 +251,9 @@ class TransactionStateManager:
             for md in expired:
                 md.prepare_dead()
             batch = rec.build_batch([(tlog.key_bytes(md.transactional_id), None, (), now) for md in expired])
-            try:
-                plog = self._partition_log(part)
-                plog.append(batch, origin=AppendOrigin.COORDINATOR, now_ms=now)
-                plog.flush(now)
-            except (LogError, OSError) as exc:
-                log.warning("tombstones for expired transactional ids failed: %s", exc)
+            error = await self._append(part, batch, now)
+            if error != Errors.NONE or self.owned.get(part) != epoch:
+                log.warning("tombstones for expired transactional ids failed: %s", Errors(error).name)
                 for md in expired:
                     md.pending_state = None
                 continue

@@ -1,9 +1,12 @@
-"""DescribeCluster (60) and OffsetForLeaderEpoch (23): what a one-node cluster says.
+"""DescribeCluster (60) and OffsetForLeaderEpoch (23).
 
-The embedded broker has one leader epoch per partition (0: it never changes
-leader), so the end offset of that epoch is the log end offset, and any
-later epoch is unknown (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET), as Kafka
-answers for an epoch it has not seen.
+DescribeCluster lists the unfenced brokers (a one-node broker: itself). OffsetForLeaderEpoch is
+answered by a partition's leader from its leader epoch cache (log/leader_epoch): the requested
+epoch, or the largest one below it, and where it ended -- the log end offset for the current
+epoch, UNDEFINED_EPOCH / UNDEFINED_EPOCH_OFFSET for an epoch newer than any it knows. Followers
+ask it to truncate (server/replica_fetcher, ``replica_id`` >= 0); consumers ask it to validate
+their position after a leader change (KIP-320). A broker that does not lead the partition
+answers NOT_LEADER_OR_FOLLOWER.
 """
 
 from __future__ import annotations
@@ -24,16 +27,16 @@ UNDEFINED_EPOCH_OFFSET = -1
 @handles("DescribeCluster")
 async def handle_describe_cluster(broker: Broker, ctx, req):
     R = ctx.api.Response
-    host, port = broker.advertised_address
+    rm = broker.replica_manager
     if ctx.version >= 1 and req.endpoint_type != 1:  # 1 = brokers; controllers are not exposed
         return R(throttle_time_ms=0, error_code=Errors.UNSUPPORTED_ENDPOINT_TYPE,
                  error_message="The target does not support endpoint type " + str(req.endpoint_type),
                  endpoint_type=req.endpoint_type, cluster_id=broker.cluster_id, controller_id=-1, brokers=[],
                  cluster_authorized_operations=NO_AUTHORIZED_OPS)
     return R(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1, cluster_id=broker.cluster_id,
-             controller_id=broker.node_id,
-             brokers=[R.DescribeClusterBroker(broker_id=broker.node_id, host=host, port=port, rack=None,
-                                              is_fenced=False)],
+             controller_id=rm.controller_id(),
+             brokers=[R.DescribeClusterBroker(broker_id=n, host=h, port=p, rack=None, is_fenced=False)
+                      for n, h, p in rm.live_brokers()],
              cluster_authorized_operations=NO_AUTHORIZED_OPS)
 
 
@@ -54,12 +57,10 @@ async def handle_offset_for_leader_epoch(broker: Broker, ctx, req):
                 r.error_code = Errors.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             part = topic.partitions[p.partition]
-            err = part.check_current_leader_epoch(p.current_leader_epoch)
+            err = part.leader_error(p.current_leader_epoch)
             if err is not None:
                 r.error_code = err
                 continue
-            if 0 <= p.leader_epoch <= part.leader_epoch:
-                r.leader_epoch = part.leader_epoch
-                r.end_offset = part.log.log_end_offset
+            r.leader_epoch, r.end_offset = part.end_offset_for_epoch(p.leader_epoch)
         out.append(T(topic=t.topic, partitions=parts))
     return R(throttle_time_ms=0, topics=out)

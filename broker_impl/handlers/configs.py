@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import handles
-from ..protocol.errors import Errors
+from ..cluster.topics import validate_topic_name
+from ..protocol.errors import Errors, KafkaError
 
 if TYPE_CHECKING:
     from ..server.broker import Broker
@@ -14,24 +15,67 @@ TOPIC = 2
 BROKER = 4
 # Kafka's ConfigSource values
 DYNAMIC_TOPIC_CONFIG = 1
+DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
+# Kafka's ConfigType values (DescribeConfigs v3+)
+BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 1, 2, 3, 5, 6, 7
 
-#: topic config -> the broker config that supplies its default (Kafka's mapping)
+#: Every topic config of Kafka 4.3.1 (as its DescribeConfigs lists them for a new topic,
+#: measured): name -> (the broker config that supplies its default, or None; the default when
+#: there is none or the broker config is not set; Kafka's config type).
 TOPIC_DEFAULTS = {
-    "cleanup.policy": ("log.cleanup.policy", "delete"),
-    "compression.type": ("compression.type", None),
-    "retention.ms": ("log.retention.ms", None),
-    "retention.bytes": ("log.retention.bytes", None),
-    "segment.bytes": ("log.segment.bytes", None),
-    "segment.ms": ("log.roll.ms", None),
-    "index.interval.bytes": ("log.index.interval.bytes", None),
-    "flush.messages": ("log.flush.interval.messages", None),
-    "flush.ms": ("log.flush.interval.ms", None),
-    "max.message.bytes": ("message.max.bytes", None),
-    "message.timestamp.type": ("log.message.timestamp.type", None),
-    "min.insync.replicas": ("min.insync.replicas", None),
+    "cleanup.policy": ("log.cleanup.policy", "delete", LIST),
+    "compression.type": ("compression.type", "producer", STRING),
+    "compression.gzip.level": (None, "-1", INT),
+    "compression.lz4.level": (None, "9", INT),
+    "compression.zstd.level": (None, "3", INT),
+    "delete.retention.ms": (None, "86400000", LONG),
+    "file.delete.delay.ms": (None, "60000", LONG),
+    "flush.messages": ("log.flush.interval.messages", None, LONG),
+    "flush.ms": ("log.flush.interval.ms", None, LONG),
+    "follower.replication.throttled.replicas": (None, "", LIST),
+    "index.interval.bytes": ("log.index.interval.bytes", None, INT),
+    "leader.replication.throttled.replicas": (None, "", LIST),
+    "local.retention.bytes": (None, "-2", LONG),
+    "local.retention.ms": (None, "-2", LONG),
+    "max.compaction.lag.ms": (None, "9223372036854775807", LONG),
+    "max.message.bytes": ("message.max.bytes", None, INT),
+    "message.timestamp.after.max.ms": (None, "3600000", LONG),
+    "message.timestamp.before.max.ms": (None, "9223372036854775807", LONG),
+    "message.timestamp.type": ("log.message.timestamp.type", None, STRING),
+    "min.cleanable.dirty.ratio": (None, "0.5", DOUBLE),
+    "min.compaction.lag.ms": (None, "0", LONG),
+    "min.insync.replicas": ("min.insync.replicas", None, INT),
+    "preallocate": (None, "false", BOOLEAN),
+    "remote.log.copy.disable": (None, "false", BOOLEAN),
+    "remote.log.delete.on.disable": (None, "false", BOOLEAN),
+    "remote.storage.enable": (None, "false", BOOLEAN),
+    "retention.bytes": ("log.retention.bytes", None, LONG),
+    "retention.ms": ("log.retention.ms", None, LONG),
+    "segment.bytes": ("log.segment.bytes", None, INT),
+    "segment.index.bytes": ("log.index.size.max.bytes", None, INT),
+    "segment.jitter.ms": (None, "0", LONG),
+    "segment.ms": ("log.roll.ms", None, LONG),
+    "unclean.leader.election.enable": ("unclean.leader.election.enable", "false", BOOLEAN),
 }
+#: Kafka 4 formats a KRaft cluster with min.insync.replicas as a cluster-wide dynamic default,
+#: so a topic without its own value reports that source (measured on 4.3.1).
+CLUSTER_DEFAULTS = frozenset({"min.insync.replicas"})
+
+
+def topic_configs(broker: Broker, own: dict[str, str]) -> list[tuple[str, str, int, int]]:
+    """(name, value, config source, config type) of every config of a topic whose own configs
+    are `own`, as Kafka's DescribeConfigs and CreateTopics (v5+) answer them."""
+    out = []
+    for name, (bkey, fallback, ctype) in sorted(TOPIC_DEFAULTS.items()):
+        if name in own:
+            out.append((name, own[name], DYNAMIC_TOPIC_CONFIG, ctype))
+        else:
+            value = broker.config.values.get(bkey, fallback) if bkey else fallback
+            out.append((name, value, DYNAMIC_DEFAULT_BROKER_CONFIG if name in CLUSTER_DEFAULTS else DEFAULT_CONFIG,
+                        ctype))
+    return out
 
 
 @handles("DescribeConfigs", min_version=1)
@@ -41,32 +85,32 @@ async def handle_describe_configs(broker: Broker, ctx, req):
     C = Res.DescribeConfigsResourceResult
     results = []
     for res in req.resources:
-        entries: list[tuple[str, str, int]] = []
+        entries: list[tuple[str, str, int, int]] = []
         err, msg = Errors.NONE, None
         if res.resource_type == TOPIC:
             topic = broker.topics.get(res.resource_name)
             if topic is None:
-                err, msg = Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist"
+                try:  # a name that cannot be a topic's is INVALID_TOPIC_EXCEPTION, as in Kafka
+                    validate_topic_name(res.resource_name)
+                    err, msg = Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist"
+                except KafkaError as exc:
+                    err, msg = exc.error, exc.message
             else:
-                for name, (bkey, fallback) in TOPIC_DEFAULTS.items():
-                    if name in topic.configs:
-                        entries.append((name, topic.configs[name], DYNAMIC_TOPIC_CONFIG))
-                    else:
-                        v = broker.config.values.get(bkey, fallback)
-                        entries.append((name, v, DEFAULT_CONFIG))
+                entries = topic_configs(broker, topic.configs)
         elif res.resource_type == BROKER:
             if res.resource_name not in ("", str(broker.node_id)):
                 err, msg = Errors.INVALID_REQUEST, f"Unexpected broker id, expected {broker.node_id}"
             else:
-                entries = [(k, v, STATIC_BROKER_CONFIG) for k, v in sorted(broker.config.values.items())
+                entries = [(k, v, STATIC_BROKER_CONFIG, 0) for k, v in sorted(broker.config.values.items())
                            if not k.startswith("kconform.")]
         else:
             err, msg = Errors.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}"
-        keys = res.configuration_keys
+        keys = res.configuration_keys  # null or empty: every config (Kafka's ConfigHelper)
         configs = [C(name=n, value=v, read_only=res.resource_type == BROKER, config_source=src,
-                     is_default=src == DEFAULT_CONFIG, is_sensitive=False, synonyms=[], config_type=0,
+                     is_default=src == DEFAULT_CONFIG, is_sensitive=False, synonyms=[], config_type=ctype,
                      documentation=None)
-                   for n, v, src in entries if keys is None or n in keys]
-        results.append(Res(error_code=err, error_message=msg, resource_type=res.resource_type,
+                   for n, v, src, ctype in entries if not keys or n in keys]
+        # Kafka answers a described resource with an empty error message, not null.
+        results.append(Res(error_code=err, error_message="" if msg is None else msg, resource_type=res.resource_type,
                            resource_name=res.resource_name, configs=configs))
     return R(throttle_time_ms=0, results=results)

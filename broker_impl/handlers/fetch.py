@@ -1,14 +1,20 @@
-"""Fetch (1): whole batches from the segment files, with long poll.
+"""Fetch (1): whole batches from the segment files, with long poll -- for consumers, and for
+the followers of a partition (replica id >= 0).
 
-- read_uncommitted reads up to the high watermark, read_committed up to the
-  last stable offset (LSO), and the latter also gets the aborted
-  transactions overlapping the returned range, so the consumer can drop
-  aborted records itself (Kafka never filters records on the broker).
+- Only the partition's leader answers (NOT_LEADER_OR_FOLLOWER elsewhere, with the leader it
+  knows of, KIP-951); the request's ``current_leader_epoch`` is checked (v9+).
+- A consumer reads up to the high watermark with read_uncommitted, up to the last stable
+  offset (LSO) with read_committed, and the latter also gets the aborted transactions
+  overlapping the returned range, so the consumer can drop aborted records itself (Kafka never
+  filters records on the broker).
+- A follower reads up to the log end offset; its fetch offset tells the leader its log end
+  offset (server/replica_manager.record_follower_fetch: ISR and high watermark).
 - Byte limits follow KIP-74: partitions are filled in request order up to
   ``max_bytes`` overall and ``partition_max_bytes`` each, except that the
   first non-empty partition always returns at least one whole batch.
 - Long poll: when fewer than ``min_bytes`` are available the request waits,
-  up to ``max_wait_ms``, for appends, then answers with what is there.
+  up to ``max_wait_ms``, for appends (or a higher high watermark), then answers with what is
+  there.
 - Fetch sessions (KIP-227): this broker answers every request as a
   sessionless full fetch (session id 0), which Kafka itself does when its
   session cache is full; clients then keep sending full requests. A request
@@ -23,7 +29,7 @@ import trio
 
 from . import handles
 from ..log.errors import LogError
-from ..protocol.errors import Errors
+from ..protocol.errors import Errors, KafkaError
 
 if TYPE_CHECKING:
     from ..server.broker import Broker
@@ -32,16 +38,27 @@ READ_COMMITTED = 1
 INVALID_SESSION_ID = 0
 
 
-def _read_all(broker: Broker, ctx, req):
+def replica_id_of(ctx, req) -> int:
+    """The fetching follower's broker id (-1: a consumer): the top-level field before v15, the
+    ReplicaState since (KIP-903)."""
+    if ctx.version < 15:
+        return req.replica_id
+    return req.replica_state.replica_id if req.replica_state is not None else -1
+
+
+def _read_all(broker: Broker, ctx, req, endpoints: dict):
     R = ctx.api.Response
     T = R.FetchableTopicResponse
     P = T.PartitionData
     A = P.AbortedTransaction
     by_id = ctx.version >= 13
-    committed = ctx.version >= 4 and req.isolation_level == READ_COMMITTED
+    replica_id = replica_id_of(ctx, req)
+    follower = replica_id >= 0
+    committed = not follower and ctx.version >= 4 and req.isolation_level == READ_COMMITTED
     remaining = req.max_bytes if ctx.version >= 3 else 0x7FFFFFFF
     total = 0
     out = []
+    rm = broker.replica_manager
     for ft in req.topics:
         topic = broker.topics.by_id.get(bytes(ft.topic_id)) if by_id else broker.topics.get(ft.topic)
         parts = []
@@ -51,24 +68,39 @@ def _read_all(broker: Broker, ctx, req):
                    preferred_read_replica=-1, records=b"")
             parts.append(pr)
             if topic is None or not 0 <= fp.partition < len(topic.partitions):
-                pr.error_code = Errors.UNKNOWN_TOPIC_ID if by_id else Errors.UNKNOWN_TOPIC_OR_PARTITION
-                pr.aborted_transactions = None
+                # Kafka 4.3.1 (measured): an unknown partition of a known topic id is
+                # UNKNOWN_TOPIC_OR_PARTITION, and either answer carries an empty aborted list
+                pr.error_code = Errors.UNKNOWN_TOPIC_ID if by_id and topic is None else Errors.UNKNOWN_TOPIC_OR_PARTITION
+                pr.aborted_transactions = []
                 continue
             part = topic.partitions[fp.partition]
-            plog = part.log
-            err = part.check_current_leader_epoch(fp.current_leader_epoch) if ctx.version >= 9 else None
+            err = part.leader_error(fp.current_leader_epoch if ctx.version >= 9 else -1)
             if err is not None:
                 pr.error_code = err
+                hint = rm.leader_hint(part) if err == Errors.NOT_LEADER_OR_FOLLOWER else None
+                if hint is not None:
+                    leader, epoch, host, port = hint
+                    pr.current_leader = P.LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch)
+                    endpoints[leader] = R.NodeEndpoint(node_id=leader, host=host, port=port, rack=None)
                 continue
-            hw = plog.log_end_offset
-            lso = plog.last_stable_offset
-            pr.high_watermark = hw
-            pr.last_stable_offset = lso
+            plog = part.log
+            pr.high_watermark = plog.high_watermark
+            pr.last_stable_offset = plog.last_stable_offset
             pr.log_start_offset = plog.log_start_offset
-            if fp.fetch_offset < plog.log_start_offset or fp.fetch_offset > hw:
+            if fp.fetch_offset < plog.log_start_offset or fp.fetch_offset > plog.log_end_offset:
                 pr.error_code = Errors.OFFSET_OUT_OF_RANGE
                 continue
-            upper = lso if committed else hw
+            if follower:
+                try:
+                    rm.record_follower_fetch(part, replica_id, fp.fetch_offset)
+                except KafkaError as exc:
+                    pr.error_code = exc.error
+                    continue
+                pr.high_watermark = plog.high_watermark
+                pr.last_stable_offset = plog.last_stable_offset
+                upper = plog.log_end_offset
+            else:
+                upper = pr.last_stable_offset if committed else pr.high_watermark
             limit = min(fp.partition_max_bytes, remaining)
             if fp.fetch_offset >= upper or (limit <= 0 and total > 0):
                 continue
@@ -95,10 +127,12 @@ async def handle_fetch(broker: Broker, ctx, req):
     R = ctx.api.Response
     if ctx.version >= 7 and req.session_id != INVALID_SESSION_ID:
         return R(throttle_time_ms=0, error_code=Errors.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])
-    responses, total = _read_all(broker, ctx, req)
-    if total < req.min_bytes and req.max_wait_ms > 0:
+    endpoints: dict = {}
+    responses, total = _read_all(broker, ctx, req, endpoints)
+    if total < req.min_bytes and req.max_wait_ms > 0 and not endpoints:
         with trio.move_on_after(req.max_wait_ms / 1000.0):
             while total < req.min_bytes:
                 await broker.wait_for_append()
-                responses, total = _read_all(broker, ctx, req)
-    return R(throttle_time_ms=0, error_code=0, session_id=INVALID_SESSION_ID, responses=responses)
+                responses, total = _read_all(broker, ctx, req, endpoints)
+    return R(throttle_time_ms=0, error_code=0, session_id=INVALID_SESSION_ID, responses=responses,
+             node_endpoints=list(endpoints.values()))

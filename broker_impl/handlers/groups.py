@@ -3,7 +3,8 @@ SyncGroup (14), DescribeGroups (15), ListGroups (16), DeleteGroups (42).
 
 Handlers translate between the wire messages and
 :class:`~broker_impl.coordinators.group.GroupCoordinator`; the rules live behind it, in
-:mod:`~broker_impl.coordinators.group_metadata_manager`.
+:mod:`~broker_impl.coordinators.group_metadata_manager`. A group this broker does not
+coordinate reads NOT_COORDINATOR; what a request wrote is replicated before it is answered.
 All schema versions are implemented (they only add fields): JoinGroup 0-9,
 Heartbeat 0-4, LeaveGroup 0-5, SyncGroup 0-5, DescribeGroups 0-6, ListGroups 0-5,
 DeleteGroups 0-2.
@@ -14,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import handles
+from ..coordinators.group_metadata_manager import DescribedGroup
 from ..protocol.errors import Errors
 from .metadata import NO_AUTHORIZED_OPS
 
@@ -31,6 +33,11 @@ def _client_host(ctx) -> str:
 async def handle_join_group(broker: Broker, ctx, req):
     R = ctx.api.Response
     v = ctx.version
+    not_here = broker.group_coordinator.coordinator_error(req.group_id)
+    if not_here is not None:
+        return R(throttle_time_ms=0, error_code=not_here, generation_id=-1, protocol_type=None,
+                 protocol_name=None if v >= 7 else "", leader="", skip_assignment=False,
+                 member_id=req.member_id or "", members=[])
     # v0 has no rebalance timeout: the session timeout serves as both (Kafka's rule).
     rebalance_timeout = req.rebalance_timeout_ms if v >= 1 and req.rebalance_timeout_ms >= 0 else req.session_timeout_ms
     result = await broker.group_coordinator.join_group(
@@ -52,17 +59,31 @@ async def handle_join_group(broker: Broker, ctx, req):
 @handles("SyncGroup")
 async def handle_sync_group(broker: Broker, ctx, req):
     R = ctx.api.Response
+    if ctx.version >= 5 and (req.protocol_type is None or req.protocol_name is None):
+        # KafkaApis: from v5 both are mandatory (SyncGroupRequest.areMandatoryProtocolTypeAndNamePresent)
+        return R(throttle_time_ms=0, error_code=Errors.INCONSISTENT_GROUP_PROTOCOL, assignment=b"")
+    gc = broker.group_coordinator
+    not_here = gc.coordinator_error(req.group_id)
+    if not_here is not None:
+        return R(throttle_time_ms=0, error_code=not_here, protocol_type=None, protocol_name=None, assignment=b"")
     assignments = {a.member_id: bytes(a.assignment) for a in req.assignments or ()}
-    result = await broker.group_coordinator.sync_group(
+    result = await gc.sync_group(
         group_id=req.group_id, generation_id=req.generation_id, member_id=req.member_id,
         group_instance_id=req.group_instance_id, protocol_type=req.protocol_type,
         protocol_name=req.protocol_name, assignments=assignments)
-    return R(throttle_time_ms=0, error_code=result.error, protocol_type=result.protocol_type,
-             protocol_name=result.protocol_name, assignment=result.assignment)
+    error = result.error
+    if error == Errors.NONE:
+        error = await gc.await_replicated(req.group_id)   # the group's assignment is durable
+    assignment = result.assignment if error == Errors.NONE else b""
+    return R(throttle_time_ms=0, error_code=error, protocol_type=result.protocol_type,
+             protocol_name=result.protocol_name, assignment=assignment)
 
 
 @handles("Heartbeat")
 async def handle_heartbeat(broker: Broker, ctx, req):
+    err = broker.group_coordinator.coordinator_error(req.group_id)
+    if err is not None:
+        return ctx.api.Response(throttle_time_ms=0, error_code=err)
     err = broker.group_coordinator.heartbeat(group_id=req.group_id, member_id=req.member_id,
                                              group_instance_id=req.group_instance_id,
                                              generation_id=req.generation_id)
@@ -76,6 +97,11 @@ async def handle_leave_group(broker: Broker, ctx, req):
         members = [(req.member_id, None)]
     else:
         members = [(m.member_id, m.group_instance_id) for m in req.members or ()]
+    not_here = broker.group_coordinator.coordinator_error(req.group_id)
+    if not_here is not None:
+        if ctx.version < 3:
+            return R(throttle_time_ms=0, error_code=not_here)
+        return R(throttle_time_ms=0, error_code=not_here, members=[])
     top, errors = broker.group_coordinator.leave_group(req.group_id, members)
     if ctx.version < 3:
         # One member, one error: the member's error is the response's error.
@@ -93,8 +119,10 @@ async def handle_describe_groups(broker: Broker, ctx, req):
     G = R.DescribedGroup
     M = G.DescribedGroupMember
     out = []
+    gc = broker.group_coordinator
     for gid in req.groups or ():
-        d = broker.group_coordinator.describe_group(gid, ctx.version)
+        not_here = gc.coordinator_error(gid)
+        d = gc.describe_group(gid, ctx.version) if not_here is None else DescribedGroup(gid, not_here, "", "", "", [])
         out.append(G(error_code=d.error, error_message=d.error_message, group_id=d.group_id, group_state=d.state,
                      protocol_type=d.protocol_type, protocol_data=d.protocol_data,
                      members=[M(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
@@ -124,6 +152,13 @@ async def handle_list_groups(broker: Broker, ctx, req):
 @handles("DeleteGroups")
 async def handle_delete_groups(broker: Broker, ctx, req):
     R = ctx.api.Response
-    out = [R.DeletableGroupResult(group_id=g, error_code=broker.group_coordinator.delete_group(g))
-           for g in req.groups_names or ()]
+    gc = broker.group_coordinator
+    out = []
+    for g in req.groups_names or ():
+        err = gc.coordinator_error(g)
+        if err is None:
+            err = gc.delete_group(g)
+            if err == Errors.NONE:
+                err = await gc.await_replicated(g)
+        out.append(R.DeletableGroupResult(group_id=g, error_code=err))
     return R(throttle_time_ms=0, results=out)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import handles
+from ..coordinators.transaction_metadata import CoordinatorError
 from ..protocol.errors import Errors
 
 if TYPE_CHECKING:
@@ -20,8 +21,11 @@ if TYPE_CHECKING:
 async def handle_init_producer_id(broker: Broker, ctx, req):
     R = ctx.api.Response
     if req.transactional_id is None:
-        return R(throttle_time_ms=0, error_code=Errors.NONE,
-                 producer_id=broker.producer_ids.generate(), producer_epoch=0)
+        try:
+            pid = broker.producer_ids.generate()
+        except CoordinatorError as exc:    # a cluster's broker waiting for its first id block
+            return R(throttle_time_ms=0, error_code=exc.code, producer_id=-1, producer_epoch=-1)
+        return R(throttle_time_ms=0, error_code=Errors.NONE, producer_id=pid, producer_epoch=0)
     # v3+ may name the producer it had (KIP-360: bump its epoch); both or neither.
     current = (req.producer_id, req.producer_epoch) if ctx.version >= 3 else (-1, -1)
     if current == (-1, -1):

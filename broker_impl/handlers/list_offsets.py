@@ -1,9 +1,10 @@
 """ListOffsets (2): earliest, latest, max timestamp, or the first offset at a time.
 
-``latest`` is the high watermark for read_uncommitted and the last stable
-offset for read_committed (what a read_committed consumer starting at
-"latest" must begin from). A timestamp with no record at or after it
-answers offset -1, timestamp -1, as Kafka does.
+Answered by the partition's leader (NOT_LEADER_OR_FOLLOWER elsewhere). ``latest`` is the
+high watermark for read_uncommitted and the last stable offset for read_committed (what a
+read_committed consumer starting at "latest" must begin from); a search by timestamp looks
+below the same bound. A timestamp with no record at or after it answers offset -1,
+timestamp -1, as Kafka does.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ async def handle_list_offsets(broker: Broker, ctx, req):
                 pr.error_code = Errors.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             part = topic.partitions[p.partition_index]
-            err = part.check_current_leader_epoch(p.current_leader_epoch) if ctx.version >= 4 else None
+            err = part.leader_error(p.current_leader_epoch if ctx.version >= 4 else -1)
             if err is not None:
                 pr.error_code = err
                 continue
@@ -53,7 +54,7 @@ async def handle_list_offsets(broker: Broker, ctx, req):
             ts = p.timestamp
             try:
                 if ts == LATEST:
-                    pr.offset = plog.last_stable_offset if committed else plog.log_end_offset
+                    pr.offset = plog.last_stable_offset if committed else plog.high_watermark
                     pr.leader_epoch = part.leader_epoch
                 elif ts in (EARLIEST, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD):
                     pr.offset = plog.log_start_offset
@@ -64,7 +65,7 @@ async def handle_list_offsets(broker: Broker, ctx, req):
                     # No special offset has this number (Kafka 4.3.1, measured: -7, -100).
                     pr.error_code = Errors.UNSUPPORTED_VERSION
                 else:
-                    upper = plog.last_stable_offset if committed else plog.log_end_offset
+                    upper = plog.last_stable_offset if committed else plog.high_watermark
                     found = plog.offset_for_timestamp(ts, max_offset=upper)
                     if found is not None:  # None also when the match is at or past ``upper``
                         pr.offset, pr.timestamp = found.offset, found.timestamp

@@ -1,4 +1,7 @@
-"""Metadata (3): brokers, topics, partitions and leaders of this one-node cluster.
+"""Metadata (3): brokers, topics, partitions, leaders, replicas and ISR, as this broker's
+metadata has them (a one-node broker: itself, leading everything at epoch 0; a broker of a
+cluster: the controller's latest image). The brokers listed are the unfenced ones; a partition
+without a leader reads LEADER_NOT_AVAILABLE, its replicas on fenced brokers are offline.
 
 Auto-creation follows Kafka: a topic that does not exist is created when
 ``auto.create.topics.enable`` is true and the request allows it (v4+), and
@@ -21,13 +24,15 @@ ZERO_UUID = b"\x00" * 16
 NO_AUTHORIZED_OPS = -2147483648
 
 
-def topic_metadata(R, node, topic, error=Errors.NONE):
+def topic_metadata(R, broker: Broker, topic, error=Errors.NONE):
     parts = []
     if topic is not None and error == Errors.NONE:
+        alive = broker.replica_manager.broker_alive
         for p in topic.partitions:
             parts.append(R.MetadataResponseTopic.MetadataResponsePartition(
-                error_code=0, partition_index=p.index, leader_id=node, leader_epoch=p.leader_epoch,
-                replica_nodes=[node], isr_nodes=[node], offline_replicas=[]))
+                error_code=Errors.NONE if p.leader >= 0 else Errors.LEADER_NOT_AVAILABLE, partition_index=p.index,
+                leader_id=p.leader, leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas),
+                isr_nodes=list(p.isr), offline_replicas=[r for r in p.replicas if not alive(r)]))
     return parts
 
 
@@ -38,13 +43,20 @@ async def handle_metadata(broker: Broker, ctx, req):
     out = []
     auto_create = broker.config.bool("auto.create.topics.enable") and (
         ctx.version < 4 or req.allow_auto_topic_creation)
+    if ctx.version in (10, 11) and any(rt.name is None or bytes(rt.topic_id) != ZERO_UUID for rt in req.topics or ()):
+        # v10-11 carry topic ids but Kafka serves only names there: an id (or no name) makes the
+        # whole request invalid (MetadataRequest.getErrorResponse: no brokers, no controller).
+        return R(throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=-1, error_code=0,
+                 cluster_authorized_operations=NO_AUTHORIZED_OPS,
+                 topics=[T(error_code=Errors.INVALID_REQUEST, name=rt.name or "", topic_id=bytes(rt.topic_id),
+                           partitions=[], topic_authorized_operations=NO_AUTHORIZED_OPS) for rt in req.topics])
     if req.topics is None or (ctx.version == 0 and not req.topics):
         wanted = [(t.name, None) for t in broker.topics.topics.values()]
     else:
         wanted = []
         for rt in req.topics:
             name = rt.name
-            if name is None and ctx.version >= 10 and rt.topic_id:
+            if ctx.version >= 12 and (name is None or bytes(rt.topic_id) != ZERO_UUID):  # an id wins over a name
                 t = broker.topics.by_id.get(bytes(rt.topic_id))
                 if t is None:
                     out.append(T(error_code=Errors.UNKNOWN_TOPIC_ID, name=None, topic_id=bytes(rt.topic_id),
@@ -59,8 +71,10 @@ async def handle_metadata(broker: Broker, ctx, req):
             try:
                 validate_topic_name(name)
                 if auto_create and not name.startswith("__"):
-                    broker.topics.create(name, broker.config.int("num.partitions"))
-                    error = Errors.LEADER_NOT_AVAILABLE
+                    created = await broker.topic_creator.create(name, broker.config.int("num.partitions"),
+                                                                broker.config.int("default.replication.factor"), {})
+                    ok = created.error in (Errors.NONE, Errors.TOPIC_ALREADY_EXISTS)
+                    error = Errors.LEADER_NOT_AVAILABLE if ok else created.error
                 else:
                     error = Errors.UNKNOWN_TOPIC_OR_PARTITION
             except KafkaError as exc:
@@ -68,14 +82,14 @@ async def handle_metadata(broker: Broker, ctx, req):
         out.append(T(error_code=error, name=name,
                      topic_id=topic.topic_id if topic is not None else ZERO_UUID,
                      is_internal=bool(topic and topic.internal),
-                     partitions=topic_metadata(R, broker.node_id, topic, error),
+                     partitions=topic_metadata(R, broker, topic, error),
                      topic_authorized_operations=NO_AUTHORIZED_OPS))
-    host, port = broker.advertised_address
+    rm = broker.replica_manager
     return R(
         throttle_time_ms=0,
-        brokers=[R.MetadataResponseBroker(node_id=broker.node_id, host=host, port=port, rack=None)],
+        brokers=[R.MetadataResponseBroker(node_id=n, host=h, port=p, rack=None) for n, h, p in rm.live_brokers()],
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=rm.controller_id(),
         topics=out,
         cluster_authorized_operations=NO_AUTHORIZED_OPS,
         error_code=0,

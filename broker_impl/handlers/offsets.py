@@ -5,9 +5,11 @@ Every schema version is implemented. v10 of both names topics by topic id
 reads UNKNOWN_TOPIC_ID, as in Kafka; offsets are still kept by topic name
 (that is what ``__consumer_offsets`` records hold).
 
-As Kafka's KafkaApis does before calling the coordinator, OffsetCommit checks
-that each topic exists (UNKNOWN_TOPIC_OR_PARTITION otherwise); partitions are
-not checked.
+As Kafka's KafkaApis does before calling the coordinator, OffsetCommit and
+OffsetDelete check that each partition exists (UNKNOWN_TOPIC_OR_PARTITION
+otherwise: measured on Kafka 4.3.1 for a partition index the topic lacks).
+A group this broker does not coordinate reads NOT_COORDINATOR; a commit is answered
+once it is replicated.
 """
 
 from __future__ import annotations
@@ -48,18 +50,29 @@ async def handle_offset_commit(broker: Broker, ctx, req):
         resolved.append((td, name, tid, err))
         if err is Errors.NONE:
             for pd in td.partitions or ():
-                entries.append((name, pd.partition_index, pd.committed_offset,
-                                pd.committed_leader_epoch if v >= 6 else -1, pd.committed_metadata))
+                if broker.topics.partition(name, pd.partition_index) is not None:
+                    entries.append((name, pd.partition_index, pd.committed_offset,
+                                    pd.committed_leader_epoch if v >= 6 else -1, pd.committed_metadata))
     results = {}
-    if entries:
-        results = broker.group_coordinator.commit_offsets(
+    gc = broker.group_coordinator
+    not_here = gc.coordinator_error(req.group_id)
+    if not_here is not None:
+        results = {(name, pd.partition_index): not_here for _td, name, _tid, err in resolved if err is Errors.NONE
+                   for pd in _td.partitions or ()}
+    elif entries:
+        results = gc.commit_offsets(
             group_id=req.group_id, member_id=req.member_id or "", group_instance_id=req.group_instance_id,
             generation_id=req.generation_id_or_member_epoch,
             retention_time_ms=req.retention_time_ms if v <= 4 else -1, offsets=entries, api_version=v)
+        if any(e is Errors.NONE for e in results.values()):
+            replicated = await gc.await_replicated(req.group_id)
+            if replicated is not Errors.NONE:
+                results = {k: replicated if e is Errors.NONE else e for k, e in results.items()}
     out = []
     for td, name, tid, err in resolved:
         parts = [P(partition_index=pd.partition_index,
-                   error_code=err if err is not Errors.NONE else results.get((name, pd.partition_index), Errors.NONE))
+                   error_code=err if err is not Errors.NONE else results.get((name, pd.partition_index),
+                                                                             Errors.UNKNOWN_TOPIC_OR_PARTITION))
                  for pd in td.partitions or ()]
         out.append(T(name=td.name, topic_id=td.topic_id, partitions=parts))
     return R(throttle_time_ms=0, topics=out)
@@ -69,6 +82,9 @@ def _fetch_group(broker: Broker, version: int, group_id: str, topics, require_st
     """Run one group's fetch; returns (group error, [(name, topic_id, [(p, off, epoch, md, err)])])."""
     gc = broker.group_coordinator
     by_id = version >= 10
+    not_here = gc.coordinator_error(group_id)
+    if not_here is not None:
+        return not_here, []
     if topics is None:
         err, res = gc.fetch_offsets(group_id, None, require_stable)
         out = []
@@ -150,17 +166,23 @@ async def handle_offset_delete(broker: Broker, ctx, req):
     P = T.OffsetDeleteResponsePartition
     wanted = []
     for td in req.topics or ():
-        if broker.topics.get(td.name) is not None:
-            wanted.extend((td.name, pd.partition_index) for pd in td.partitions or ())
-    err, results = broker.group_coordinator.delete_offsets(req.group_id, wanted)
+        wanted.extend((td.name, pd.partition_index) for pd in td.partitions or ()
+                      if broker.topics.partition(td.name, pd.partition_index) is not None)
+    gc = broker.group_coordinator
+    err = gc.coordinator_error(req.group_id) or Errors.NONE
+    results = {}
+    if err is Errors.NONE:
+        err, results = gc.delete_offsets(req.group_id, wanted)
+    if err is Errors.NONE:
+        err = await gc.await_replicated(req.group_id)
     if err is not Errors.NONE:
         return R(error_code=err, throttle_time_ms=0, topics=[])
     topics = []
     for td in req.topics or ():
-        known = broker.topics.get(td.name) is not None
         topics.append(T(name=td.name, partitions=[
             P(partition_index=pd.partition_index,
-              error_code=results.get((td.name, pd.partition_index), Errors.NONE) if known
+              error_code=results.get((td.name, pd.partition_index), Errors.NONE)
+              if broker.topics.partition(td.name, pd.partition_index) is not None
               else Errors.UNKNOWN_TOPIC_OR_PARTITION)
             for pd in td.partitions or ()]))
     return R(error_code=Errors.NONE, throttle_time_ms=0, topics=topics)

@@ -11,14 +11,18 @@ it: InitProducerId < v4, AddPartitionsToTxn / AddOffsetsToTxn / EndTxn < v2).
 from __future__ import annotations
 
 import re
+import time
 from typing import TYPE_CHECKING
 
 from . import handles
-from ..cluster.topics import by_topic
+from ..cluster.topics import by_topic, validate_topic_name
 from ..coordinators.transaction import ADD_PARTITION, DEFAULT_ERROR, GENERIC_ERROR_SUPPORTED
-from ..coordinators.transaction_markers import GROUP_METADATA_TOPIC, complete_group_offsets, write_marker
+from ..coordinators.transaction_markers import GROUP_METADATA_TOPIC
 from ..coordinators.transaction_metadata import TV_0, TV_2, CoordinatorError
-from ..protocol.errors import Errors
+from ..log import records as rec
+from ..log.errors import LogError
+from ..log.producer_state import AppendOrigin
+from ..protocol.errors import Errors, KafkaError
 
 if TYPE_CHECKING:
     from ..server.broker import Broker
@@ -95,45 +99,72 @@ async def handle_end_txn(broker: Broker, ctx, req):
 # ---------------------------------------------------------------- WriteTxnMarkers
 @handles("WriteTxnMarkers")
 async def handle_write_txn_markers(broker: Broker, ctx, req):
-    """Broker-to-broker in Kafka; here also a tool for tests and operators (S11: a marker with
-    a stale coordinator epoch gets TRANSACTION_COORDINATOR_FENCED)."""
+    """Broker to broker (coordinators/transaction_markers): the coordinator's COMMIT/ABORT markers
+    on partitions this broker leads (NOT_LEADER_OR_FOLLOWER elsewhere), appended with acks=all;
+    a data partition refuses a marker of an older coordinator epoch
+    (TRANSACTION_COORDINATOR_FENCED) or producer epoch. Once a marker on ``__consumer_offsets``
+    is written, the group coordinator settles that producer's transactional offsets, as Kafka's
+    handler has it do. Also a tool for tests and operators (S11)."""
     R = ctx.api.Response
     MR = R.WritableTxnMarkerResult
     TR = MR.WritableTxnMarkerTopicResult
     PR = TR.WritableTxnMarkerPartitionResult
     out = []
-    appended = False
+    waits = []          # (partition result, partition, offset after the marker, group offsets?, producer, commit)
+    now = int(time.time() * 1000)
     for m in req.markers:
         tv = m.transaction_version if ctx.version >= 2 else 0
         topics = []
         for t in m.topics:
             parts = []
             for p in t.partition_indexes:
-                err = write_marker(broker, t.name, p, m.transaction_result, m.producer_id, m.producer_epoch,
-                                   m.coordinator_epoch, tv)
-                if err == Errors.NONE:
-                    appended = True
-                    if t.name == GROUP_METADATA_TOPIC:
-                        complete_group_offsets(broker, m.producer_id, m.transaction_result)
-                parts.append(PR(partition_index=p, error_code=err))
+                pr = PR(partition_index=p, error_code=Errors.NONE)
+                parts.append(pr)
+                part = broker.topics.partition(t.name, p)
+                if part is None:
+                    pr.error_code = Errors.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                batch = rec.build_control_batch(rec.COMMIT if m.transaction_result else rec.ABORT,
+                                                producer_id=m.producer_id, producer_epoch=m.producer_epoch,
+                                                coordinator_epoch=m.coordinator_epoch, timestamp_ms=now)
+                try:
+                    info = part.append_records_to_leader(batch, origin=AppendOrigin.COORDINATOR, required_acks=-1,
+                                                         transaction_version=tv, now=now)
+                except LogError as exc:
+                    pr.error_code = exc.error_code
+                    continue
+                except KafkaError as exc:
+                    pr.error_code = exc.error
+                    continue
+                waits.append((pr, part, info.last_offset + 1, t.name == GROUP_METADATA_TOPIC, m.producer_id,
+                              m.transaction_result))
             topics.append(TR(name=t.name, partitions=parts))
         out.append(MR(producer_id=m.producer_id, topics=topics))
-    if appended:
-        broker.notify_append()
+    if waits:
+        errors = await broker.replica_manager.wait_for_acks([(part, o) for _, part, o, *_ in waits],
+                                                            broker.config.int("request.timeout.ms"))
+        for (pr, _part, _o, group_offsets, producer_id, commit), err in zip(waits, errors):
+            pr.error_code = err
+            if err == Errors.NONE and group_offsets:
+                broker.group_coordinator.complete_txn_offsets(producer_id, commit)
     return R(markers=out)
 
 
 # ---------------------------------------------------------------- TxnOffsetCommit
 @handles("TxnOffsetCommit")
 async def handle_txn_offset_commit(broker: Broker, ctx, req):
-    """Validated here (topics, the producer's epoch, KIP-890 verification of the offsets
-    partition), staged in the group coordinator: invisible until the COMMIT marker, dropped on
-    ABORT (OffsetFetch RequireStable answers UNSTABLE_OFFSET_COMMIT meanwhile)."""
+    """Validated here (topics, the group's coordinator, KIP-890 verification of the offsets
+    partition with the transaction's coordinator), staged in the group coordinator: invisible
+    until the COMMIT marker, dropped on ABORT (OffsetFetch RequireStable answers
+    UNSTABLE_OFFSET_COMMIT meanwhile). The producer's epoch is checked where Kafka checks it:
+    the offsets go to ``__consumer_offsets`` as a transactional batch of that producer, which the
+    partition's producer state refuses for an older epoch (INVALID_PRODUCER_EPOCH)."""
     R = ctx.api.Response
     T = R.TxnOffsetCommitResponseTopic
     P = T.TxnOffsetCommitResponsePartition
     v = ctx.version
     coordinator = broker.txn_coordinator
+    gc = broker.group_coordinator
 
     def answer(errors: dict):
         return R(throttle_time_ms=0, topics=[T(name=t, partitions=[P(partition_index=p, error_code=errors[(t, p)])
@@ -158,11 +189,19 @@ async def handle_txn_offset_commit(broker: Broker, ctx, req):
         errors.update({tp: err for tp in valid})
         return answer(errors)
 
-    # The producer epoch, as the __consumer_offsets partition's producer state would check it.
+    if not req.group_id:  # the group coordinator checks it before the transaction (Kafka 4.3.1)
+        return fail_all(Errors.INVALID_GROUP_ID)
+    not_here = gc.coordinator_error(req.group_id)
+    if not_here is not None:
+        return fail_all(not_here)
+    # The producer epoch, as the __consumer_offsets partition's producer state would check it. Only
+    # where this broker is also the transaction's coordinator: elsewhere it knows no epoch to check.
     try:
         md = coordinator.txn_manager.get(req.transactional_id)
-    except CoordinatorError as exc:   # still loading
-        return fail_all(exc.code)
+    except CoordinatorError as exc:
+        if exc.code != Errors.NOT_COORDINATOR:   # still loading
+            return fail_all(exc.code)
+        md = None
     if md is not None and md.producer_id == req.producer_id and req.producer_epoch < md.producer_epoch:
         return fail_all(Errors.INVALID_PRODUCER_EPOCH)
     if v >= 5 or coordinator.verification_enabled:
@@ -170,26 +209,22 @@ async def handle_txn_offset_commit(broker: Broker, ctx, req):
         # adds it to the transaction implicitly (the client sends no AddOffsetsToTxn), older
         # versions only verify that AddOffsetsToTxn added it.
         tp = coordinator.offsets_partition(req.group_id)
-        if v >= 5:
-            err = await coordinator.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
-                                                   {tp}, TV_2)
-            op = ADD_PARTITION
-        else:
-            err = coordinator.verify_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
-                                                [tp])[tp]
-            op = GENERIC_ERROR_SUPPORTED if v >= 4 else DEFAULT_ERROR
+        err = await broker.add_partitions_manager.verify(req.transactional_id, req.producer_id, req.producer_epoch,
+                                                         tp, add=v >= 5)
+        op = ADD_PARTITION if v >= 5 else GENERIC_ERROR_SUPPORTED if v >= 4 else DEFAULT_ERROR
         err = coordinator.verification_error_for_produce(err, op)
         if err == Errors.NOT_ENOUGH_REPLICAS:
             err = Errors.COORDINATOR_NOT_AVAILABLE
         if err is not None:
             return fail_all(err)
-    gc = broker.group_coordinator
     err = gc.validate_txn_offset_commit(req.group_id, req.member_id, req.generation_id, req.group_instance_id)
     if err:
         return fail_all(err)
     offsets = [(t, p, pd.committed_offset, pd.committed_leader_epoch, pd.committed_metadata)
                for (t, p), pd in valid.items()]
     err = gc.stage_txn_offsets(req.group_id, req.producer_id, req.producer_epoch, offsets)
+    if err == Errors.NONE:
+        err = await gc.await_replicated(req.group_id)
     errors.update({tp: err for tp in valid})
     return answer(errors)
 
@@ -235,8 +270,16 @@ async def handle_describe_producers(broker: Broker, ctx, req):
         for p in t.partition_indexes:
             part = broker.topics.partition(t.name, p)
             if part is None:
-                parts.append(PResp(partition_index=p, error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION,
-                                   error_message=None, active_producers=[]))
+                try:  # a name that cannot be a topic's is INVALID_TOPIC_EXCEPTION, as in Kafka
+                    validate_topic_name(t.name)
+                    err, msg = Errors.UNKNOWN_TOPIC_OR_PARTITION, None
+                except KafkaError as exc:
+                    err, msg = exc.error, exc.message
+                parts.append(PResp(partition_index=p, error_code=err, error_message=msg, active_producers=[]))
+                continue
+            if not part.is_leader:
+                parts.append(PResp(partition_index=p, error_code=Errors.NOT_LEADER_OR_FOLLOWER, error_message=None,
+                                   active_producers=[]))
                 continue
             producers = [PS(**d) for d in part.log.describe_producers()]
             parts.append(PResp(partition_index=p, error_code=Errors.NONE, error_message=None,

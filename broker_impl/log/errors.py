@@ -49,6 +49,13 @@ class RecordListTooLargeError(LogError):
     error = Errors.RECORD_LIST_TOO_LARGE
 
 
+class UnexpectedAppendOffsetError(LogError):
+    """A follower was handed batches that do not start at its log end offset (Kafka's
+    UnexpectedAppendOffsetException): its fetch state and its log disagree."""
+
+    error = Errors.UNKNOWN_SERVER_ERROR
+
+
 class InvalidTimestampError(LogError):
     """CreateTime outside message.timestamp.{before,after}.max.ms (INVALID_TIMESTAMP)."""
 
@@ -101,6 +108,12 @@ class InvalidRecordError(LogError):
     LogValidator.validateBatch (INVALID_RECORD)."""
 
     error = Errors.INVALID_RECORD
+
+
+class InvalidRequestRecordsError(InvalidRecordError):
+    """INVALID_RECORD from Kafka's ProduceRequest.validateRecords: the request's records are
+    refused before they reach the log (no batch, several, magic < 2), so Kafka's answer carries
+    no log start offset."""
 
 
 class KafkaStorageError(LogError):

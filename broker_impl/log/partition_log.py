@@ -26,8 +26,9 @@ from typing import Any, Mapping, NamedTuple
 
 from . import records as rec
 from .config import LogConfig
-from .errors import OffsetOutOfRangeError, RecordListTooLargeError
+from .errors import OffsetOutOfRangeError, RecordListTooLargeError, UnexpectedAppendOffsetError
 from .index import AbortedTxn
+from .leader_epoch import LeaderEpochFileCache
 from .producer_state import AppendOrigin, CompletedTxn, ProducerStateManager
 from .segment import LOG_SUFFIX, LogSegment, offsets_of_files
 
@@ -91,7 +92,12 @@ class PartitionLog:
         self.recovered_bytes_truncated = 0  # what the last open cut off (for tests and logs)
         self.was_clean_shutdown = False
         self._closed = False
+        #: None: the high watermark is the log end offset (a log nobody replicates); a number
+        #: once a replicated partition sets it (cluster.partition.Partition).
+        self._hw: int | None = None
+        self.leader_epoch_cache = LeaderEpochFileCache(directory)
         self._load(_now_ms() if now_ms is None else now_ms)
+        self.leader_epoch_cache.truncate_from_end(self._leo)
 
     @classmethod
     def open(cls, data_dir: str, topic: str, partition: int,
@@ -109,8 +115,15 @@ class PartitionLog:
 
     @property
     def high_watermark(self) -> int:
-        """Single node: every appended batch is committed, so HW == LEO."""
-        return self._leo
+        """The offset below which every record is committed (replicated to the ISR). A log no
+        one replicates has every appended batch committed: HW == LEO."""
+        return self._leo if self._hw is None else self._hw
+
+    def update_high_watermark(self, hw: int) -> int:
+        """Set the high watermark (kept within [log start, log end]); from now on it no longer
+        follows the log end offset. Returns the value set."""
+        self._hw = max(self.log_start_offset, min(hw, self._leo))
+        return self._hw
 
     @property
     def first_unstable_offset(self) -> int | None:
@@ -120,7 +133,7 @@ class PartitionLog:
     def last_stable_offset(self) -> int:
         """LSO: first offset of the oldest open transaction, else the high watermark."""
         first = self.producer_state.first_undecided_offset()
-        hw = self._leo
+        hw = self.high_watermark
         return hw if first is None or first > hw else first
 
     @property
@@ -232,20 +245,119 @@ class PartitionLog:
             segment.append(bufs, size, base + h.last_offset_delta, batch_ts)
             base += h.last_offset_delta + 1
         self._leo = offset
+        if epoch != self.leader_epoch_cache.latest_epoch:
+            self.leader_epoch_cache.assign(epoch, first_offset)
 
-        # --- commit producer state, transaction index ---
-        for info in updated.values():
-            ps.update(info)
-        ps.update_map_end_offset(offset)
-        for c in completed:
-            self._complete_txn(segment, c, write_index=True)
-
-        self._unflushed_messages += count
-        if (self._unflushed_messages >= cfg.flush_messages
-                or now - self._last_flush_ms >= cfg.flush_ms):
-            self.flush(now)
+        self._commit_append(segment, updated, completed, count, now)
         return LogAppendInfo(first_offset, offset - 1, now if log_append else rec.NO_TIMESTAMP,
                              self.log_start_offset, count)
+
+    def append_as_follower(self, records, now_ms: int | None = None) -> LogAppendInfo:
+        """Copy batches fetched from the leader exactly as they are -- offsets and leader epochs
+        were set by the leader (UnifiedLog.appendAsFollower). Only the CRC is checked; producer
+        state and the aborted-transaction index follow the batches with no validation
+        (AppendOrigin.REPLICATION), so a follower that becomes leader dedups, fences and
+        answers read_committed exactly as the old leader did. The epoch cache learns every
+        new leader epoch from the batches."""
+        now = _now_ms() if now_ms is None else now_ms
+        mv = records if isinstance(records, memoryview) else memoryview(records)
+        headers = rec.iter_batch_headers(mv, verify_crc=True)
+        if not headers:
+            return LogAppendInfo(self._leo, self._leo - 1, rec.NO_TIMESTAMP, self.log_start_offset, 0)
+        expected = self._leo
+        total = 0
+        max_ts = rec.NO_TIMESTAMP
+        for h in headers:
+            if h.base_offset != expected:
+                raise UnexpectedAppendOffsetError(
+                    f"a batch at offset {h.base_offset} of {os.path.basename(self.directory)}, expected "
+                    f"{expected} (the log end offset)")
+            expected = h.last_offset + 1
+            total += h.size
+            max_ts = max(max_ts, h.max_timestamp)
+        ps = self.producer_state
+        updated: dict = {}
+        completed: list[CompletedTxn] = []
+        count = 0
+        for h in headers:
+            count += h.record_count
+            if h.producer_id <= rec.NO_PRODUCER_ID:
+                continue
+            info = updated.get(h.producer_id)
+            if info is None:
+                info = updated[h.producer_id] = ps.prepare_update(h.producer_id, AppendOrigin.REPLICATION)
+            if h.is_control:
+                marker = rec.read_end_txn_marker(mv[h.position:h.position + h.size])
+                if marker is not None:
+                    c = info.append_end_txn_marker(marker, h.producer_epoch, h.base_offset, h.max_timestamp)
+                    if c is not None:
+                        completed.append(c)
+            else:
+                info.append_data_batch(h.producer_epoch, h.base_sequence, h.last_sequence, h.max_timestamp,
+                                       h.base_offset, h.last_offset, h.is_transactional)
+        segment = self._maybe_roll(total, max_ts, now, expected - 1)
+        cache = self.leader_epoch_cache
+        for h in headers:
+            segment.append([mv[h.position:h.position + h.size]], h.size, h.last_offset, h.max_timestamp)
+            if h.partition_leader_epoch != cache.latest_epoch:
+                cache.assign(h.partition_leader_epoch, h.base_offset)
+        first = self._leo
+        self._leo = expected
+        self._commit_append(segment, updated, completed, count, now)
+        return LogAppendInfo(first, expected - 1, rec.NO_TIMESTAMP, self.log_start_offset, count)
+
+    def _commit_append(self, segment: LogSegment, updated: dict, completed: list[CompletedTxn], count: int,
+                       now: int) -> None:
+        """After the batches of an append are written (and the log end moved): the producer
+        state they validated, the transactions they completed, the flush policy."""
+        ps = self.producer_state
+        for info in updated.values():
+            ps.update(info)
+        ps.update_map_end_offset(self._leo)
+        for c in completed:
+            self._complete_txn(segment, c, write_index=True)
+        self._unflushed_messages += count
+        if (self._unflushed_messages >= self.config.flush_messages
+                or now - self._last_flush_ms >= self.config.flush_ms):
+            self.flush(now)
+
+    def truncate_to(self, offset: int, now_ms: int | None = None) -> int:
+        """Drop everything at and after ``offset`` (UnifiedLog.truncateTo): a follower cuts what
+        the leader never had. The batch holding ``offset`` goes whole; producer state is reloaded
+        from the newest snapshot below the new end and the batches after it; the epoch cache and
+        the high watermark follow. Returns the new log end offset."""
+        if offset >= self._leo:
+            return self._leo
+        if offset < self.log_start_offset:
+            self.truncate_fully_and_start_at(offset, now_ms)
+            return self._leo
+        now = _now_ms() if now_ms is None else now_ms
+        while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+            self.segments.pop().delete()
+            self._bases.pop()
+        self.segments[-1].truncate_to(offset)
+        self._leo = self.segments[-1].next_offset
+        self._rebuild_producer_state(now, upto_segment=len(self.segments))
+        self.leader_epoch_cache.truncate_from_end(self._leo)
+        if self._hw is not None:
+            self._hw = min(self._hw, self._leo)
+        self.flush(now)
+        return self._leo
+
+    def truncate_fully_and_start_at(self, offset: int, now_ms: int | None = None) -> None:
+        """An empty log starting at ``offset`` (the leader's log starts after everything we
+        have): every segment, producer snapshot and epoch goes."""
+        now = _now_ms() if now_ms is None else now_ms
+        for seg in self.segments:
+            seg.delete()
+        self.segments = [self._new_segment(offset, now)]
+        self._bases = [offset]
+        self.segments[0].ensure_loaded()
+        self._leo = offset
+        self.producer_state.truncate_fully_and_start_at(offset)
+        self.leader_epoch_cache.clear()
+        if self._hw is not None:
+            self._hw = offset
 
     def append_control_marker(self, commit: bool, *, producer_id: int, producer_epoch: int,
                               coordinator_epoch: int, transaction_version: int = 0,

@@ -34,6 +34,7 @@ from . import compression
 from .errors import (
     CorruptRecordError,
     InvalidRecordError,
+    InvalidRequestRecordsError,
     InvalidTimestampError,
     LogError,
     MessageTooLargeError,
@@ -227,12 +228,12 @@ def validate_produce_records(records, api_version: int = 9, *,
     """
     headers = iter_batch_headers(records, verify_crc=False)
     if not headers:
-        raise InvalidRecordError(
+        raise InvalidRequestRecordsError(
             f"Produce requests with version {api_version} must have at least one record "
             "batch per partition")
     first = headers[0]
     if first.magic != CURRENT_MAGIC:
-        raise InvalidRecordError(
+        raise InvalidRequestRecordsError(
             f"Produce requests with version {api_version} are only allowed to contain "
             "record batches with magic version 2")
     if api_version < 7 and first.compression == compression.ZSTD:
@@ -240,7 +241,7 @@ def validate_produce_records(records, api_version: int = 9, *,
             f"Produce requests with version {api_version} are not allowed to use ZStandard "
             "compression")
     if len(headers) > 1:
-        raise InvalidRecordError(
+        raise InvalidRequestRecordsError(
             f"Produce requests with version {api_version} are only allowed to contain "
             "exactly one record batch per partition")
     mv = records if isinstance(records, memoryview) else memoryview(records)

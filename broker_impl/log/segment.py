@@ -227,6 +227,35 @@ class LogSegment:
         self._record_batch(last_offset, pos, size, max_timestamp, True)
         return pos
 
+    def truncate_to(self, offset: int) -> int:
+        """Kafka's LogSegment.truncateTo: drop every batch whose last offset is >= ``offset``
+        (the batch holding ``offset`` goes whole), with their index entries and the aborted
+        transactions they end. Returns the number of bytes dropped."""
+        self.ensure_loaded()
+        i = bisect_left(self._last_offsets, offset)
+        if i == len(self._last_offsets):
+            return 0
+        base = self._batch_base(i)
+        pos = self.batch_position(i)
+        self.offset_index.truncate_to(self._last_offsets[i])
+        self.time_index.truncate_to(base)
+        self.txn_index.truncate_to(base)
+        dropped = self.size - pos
+        os.ftruncate(self._fd, pos)
+        self.size = pos
+        del self._last_offsets[i:]
+        del self._ends[i:]
+        del self._max_ts[i:]
+        self.max_timestamp_so_far = rec.NO_TIMESTAMP
+        self.offset_of_max_timestamp = -1
+        for j, ts in enumerate(self._max_ts):
+            if ts > self.max_timestamp_so_far:
+                self.max_timestamp_so_far = ts
+                self.offset_of_max_timestamp = self._last_offsets[j]
+        self._bytes_since_index = 0
+        self.unflushed = True
+        return dropped
+
     def on_become_inactive(self) -> None:
         """At roll, Kafka makes sure the time index ends with the segment's max timestamp."""
         if self.max_timestamp_so_far >= 0:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import struct as _struct
 from typing import Any, Callable
 
-from .schema import FieldSpec, MessageSpec, StructSpec, Versions
+from .schema import FieldSpec, MessageSpec, StructSpec
 
 _MISSING = object()
 
@@ -229,8 +229,11 @@ class _Gen:
                 lines.append(f"{ind}{n} = _I32.unpack_from(buf, pos)[0]; pos += 4")
             lst = self.tmp("l")
             lines.append(f"{ind}if {n} < 0:")
-            lines.append(f"{ind}    {tgt} = None")
+            self._null(f, tgt, lines, ind + "    ")
             lines.append(f"{ind}else:")
+            lines.append(f"{ind}    if {n} > len(buf) - pos: raise ProtocolError("
+                         f"f'Tried to allocate a collection of size {{{n}}}, but there are only {{len(buf) - pos}} "
+                         f"bytes remaining.')")
             lines.append(f"{ind}    {lst} = []")
             lines.append(f"{ind}    for _ in range({n}):")
             e = self.tmp("e")
@@ -239,6 +242,16 @@ class _Gen:
             lines.append(f"{ind}    {tgt} = {lst}")
         else:
             self.dec_value(f.type, f, tgt, lines, ind, compact, in_array=False)
+
+    def _null(self, f: FieldSpec, tgt: str, lines: list[str], ind: str, element: bool = False) -> None:
+        """A null length: None where the schema allows null at this version, else the frame is
+        malformed -- Kafka's generated readers throw, and the request is refused at parse time.
+        An array's elements are never nullable, whatever the array is."""
+        if self.v in f.nullable and not element:
+            lines.append(f"{ind}{tgt} = None")
+        else:
+            what = f"{f.name} element" if element else f.name
+            lines.append(f"{ind}raise ProtocolError('non-nullable field {what} was serialized as null')")
 
     def dec_value(self, t: str, f: FieldSpec, tgt: str, lines, ind, compact, in_array) -> None:
         if t in _FIXED:
@@ -258,8 +271,11 @@ class _Gen:
             else:
                 lines.append(f"{ind}{n} = _I32.unpack_from(buf, pos)[0]; pos += 4")
             lines.append(f"{ind}if {n} < 0:")
-            lines.append(f"{ind}    {tgt} = None")
+            self._null(f, tgt, lines, ind + "    ", in_array)
             lines.append(f"{ind}else:")
+            if t == "string":
+                lines.append(f"{ind}    if {n} > 0x7fff: raise ProtocolError("
+                             f"f'string field {f.name} had invalid length {{{n}}}')")
             lines.append(f"{ind}    if pos + {n} > len(buf): raise ProtocolError('field {f.name} overruns the frame')")
             if t == "string":
                 lines.append(f"{ind}    {tgt} = str(buf[pos:pos + {n}], 'utf-8'); pos += {n}")

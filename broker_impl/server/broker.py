@@ -1,9 +1,20 @@
-"""The embedded broker: one KRaft-less Kafka node on trio.
+"""The embedded broker: a Kafka node on trio -- the whole cluster by itself, or one broker of a
+cluster whose controller is another process.
 
-:class:`Broker` owns the durable state (topics and their logs, the group
-coordinator's offsets) and the listening socket; request handling lives in
-``broker_impl.handlers``. Everything runs on one trio thread, so state is
-never shared between threads and the logs need no locks.
+:class:`Broker` owns the durable state (topics and their logs, the coordinators' internal
+topics) and the listening socket; request handling lives in ``broker_impl.handlers``.
+Everything runs on one trio thread, so state is never shared between threads and the logs need
+no locks.
+
+Alone (no ``controller.quorum.voters``): it is its own controller, as before there were
+clusters -- topics in ``topics.json``, every partition led here at epoch 0, no replication.
+In a cluster: it registers with the controller (server/broker_lifecycle), learns topics and
+leaders from the controller's metadata image, replicates (server/replica_manager,
+server/replica_fetcher) and its coordinators follow the leadership of their internal
+partitions. It announces itself only once the controller unfenced it.
+
+``process.roles=controller`` makes the process the cluster's controller instead
+(server/controller_server).
 """
 
 from __future__ import annotations
@@ -18,14 +29,25 @@ import trio
 from ..cluster.topics import TopicRegistry
 from ..config import BrokerConfig
 from ..coordinators.group import GroupCoordinator
-from ..coordinators.producer_ids import ProducerIdManager
+from ..coordinators.group_store import OFFSETS_TOPIC
+from ..coordinators.producer_ids import ProducerIdManager, RPCProducerIdManager
 from ..coordinators.transaction import TransactionCoordinator
+from ..coordinators.transaction_log import TRANSACTION_STATE_TOPIC
 from ..faults import FAULTS
 from ..handlers import load_all as load_handlers
 from ..log.partition_log import PartitionLog
+from ..protocol.errors import Errors
+from .add_partitions_manager import AddPartitionsToTxnManager
+from .broker_lifecycle import BrokerLifecycleManager, ControllerUnavailable
 from .connection import serve_connection
+from .controller_server import ControllerServer
+from .replica_manager import ReplicaManager
+from .topic_creation import TopicCreator
 
 log = logging.getLogger("kconform.broker")
+
+#: How long a broker of a cluster waits for the controller to unfence it before giving up.
+STARTUP_TIMEOUT_S = 120.0
 
 
 def _open_partition_log(directory: Path, topic_configs: dict, broker_config: BrokerConfig) -> PartitionLog:
@@ -42,15 +64,25 @@ class Broker:
         self.port = port
         self.connections: dict[int, str] = {}
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.topics = TopicRegistry(self.data_dir, lambda d, c: _open_partition_log(d, c, config))
+        #: one broker of a cluster with a controller elsewhere (else: the whole cluster)
+        self.is_cluster = bool(config.str("controller.quorum.voters").strip())
+        self.replica_manager = ReplicaManager(self)
+        self.topics = TopicRegistry(self.data_dir, lambda d, c: _open_partition_log(d, c, config),
+                                    self.replica_manager.new_partition, creates_topics=not self.is_cluster)
         self._appended = trio.Event()
         self._hooks_closed: list = []
         self.nursery: trio.Nursery | None = None
-        self.producer_ids = ProducerIdManager(self.data_dir)
+        self.lifecycle = BrokerLifecycleManager(self) if self.is_cluster else None
+        self.topic_creator = TopicCreator(self)
+        if self.is_cluster:
+            self.producer_ids = RPCProducerIdManager(self._allocate_producer_ids, self._spawn)
+        else:
+            self.producer_ids = ProducerIdManager(self.data_dir)
         load_handlers()
         self.group_coordinator = GroupCoordinator(config, self.topics)
         FAULTS.configure(config.values)
         self.txn_coordinator = TransactionCoordinator(self)
+        self.add_partitions_manager = AddPartitionsToTxnManager(self)
 
     @property
     def advertised_address(self) -> tuple[str, int]:
@@ -61,6 +93,24 @@ class Broker:
         hostport = adv.split(",")[0].split("://", 1)[-1]
         host, _, port = hostport.rpartition(":")
         return host, int(port)
+
+    def coordinator_for_topic(self, topic: str):
+        """The coordinator whose state lives in ``topic`` (None for any other topic)."""
+        if topic == TRANSACTION_STATE_TOPIC:
+            return self.txn_coordinator
+        if topic == OFFSETS_TOPIC:
+            return self.group_coordinator
+        return None
+
+    def _spawn(self, async_fn, *args) -> None:
+        self.nursery.start_soon(async_fn, *args)
+
+    async def _allocate_producer_ids(self) -> tuple[int, int]:
+        r = await self.lifecycle.request("allocate_producer_ids", broker_id=self.node_id,
+                                         broker_epoch=self.lifecycle.broker_epoch)
+        if r["error"] != Errors.NONE:
+            raise ControllerUnavailable(f"AllocateProducerIds: {Errors(r['error']).name}")
+        return r["first"], r["size"]
 
     # -- notifications ---------------------------------------------------
     def notify_append(self) -> None:
@@ -77,7 +127,8 @@ class Broker:
 
     # -- lifecycle --------------------------------------------------------
     def open(self) -> None:
-        self.topics.load()
+        if not self.is_cluster:
+            self.topics.load()
 
     def close(self) -> None:
         self.group_coordinator.close()
@@ -91,21 +142,36 @@ class Broker:
                 listeners = await nursery.start(
                     partial(trio.serve_tcp, lambda s: serve_connection(self, s), self.port, host=self.host))
                 self.port = listeners[0].socket.getsockname()[1]
-                await self.group_coordinator.start(nursery)
-                await self.txn_coordinator.start(nursery)
+                await self.group_coordinator.start(nursery, owns_all=not self.is_cluster)
+                await self.txn_coordinator.start(nursery, owns_all=not self.is_cluster)
+                if self.is_cluster:
+                    nursery.start_soon(self.lifecycle.run)
+                    nursery.start_soon(self.replica_manager.run_isr_expiration)
+                    with trio.fail_after(STARTUP_TIMEOUT_S):
+                        await self.lifecycle.ready.wait()
                 task_status.started(self.port)
         finally:
             self.close()
 
+    async def shutdown(self) -> None:
+        """Before a clean stop: a broker of a cluster hands its leaderships over first."""
+        if self.lifecycle is not None:
+            await self.lifecycle.controlled_shutdown()
+
 
 async def run(config: BrokerConfig, data_dir: Path, host: str, port: int, announce) -> None:
-    """Serve until SIGTERM/SIGINT; ``announce(host, port)`` once listening."""
-    broker = Broker(config, data_dir, host, port)
+    """Serve until SIGTERM/SIGINT; ``announce(host, port)`` once listening (a broker of a cluster:
+    once unfenced). ``process.roles=controller`` serves the controller instead."""
+    is_controller = config.str("process.roles").strip() == "controller"
+    server = ControllerServer(config, data_dir, host, port) if is_controller else Broker(config, data_dir, host, port)
     async with trio.open_nursery() as nursery:
-        bound = await nursery.start(broker.serve)
+        bound = await nursery.start(server.serve)
         announce(host, bound)
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async for signum in signals:
                 log.info("signal %s: shutting down", signal.Signals(signum).name)
+                if not is_controller:
+                    with trio.move_on_after(10):
+                        await server.shutdown()
                 nursery.cancel_scope.cancel()
                 break

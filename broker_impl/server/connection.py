@@ -6,10 +6,18 @@ get the same by handling a connection's requests one after the other.
 
 Bad input never takes the broker down: a frame whose size is out of range,
 whose header names an unknown API or an unsupported version, or whose body
-does not parse, closes *that* connection (logged with the peer address), as
-Kafka does. The one exception is ApiVersions at a version the broker does
-not know: Kafka answers it with UNSUPPORTED_VERSION in a v0 response, so
-that the client can pick a version both sides speak.
+does not parse (the codec refuses what Kafka's generated readers refuse: null
+in a non-nullable field, a string longer than 32767 bytes, an array longer than
+the bytes left), closes *that* connection, as Kafka does. The one exception is
+ApiVersions at a version the broker does not know: Kafka answers it with
+UNSUPPORTED_VERSION in a v0 response, so that the client can pick a version
+both sides speak.
+
+Those closes are logged per peer host at a bounded rate (:class:`PeerWarnings`):
+a peer sending garbage in a loop -- a fuzzer, a client speaking another
+protocol -- would otherwise write a line per frame (150 MB for a million
+frames, measured). Internal errors (a handler raised) are bugs and are always
+logged with their traceback.
 """
 
 from __future__ import annotations
@@ -32,6 +40,37 @@ log = logging.getLogger("kconform.broker.connection")
 _HDR = struct.Struct(">hhi")
 _CONN_IDS = itertools.count(1)
 _RECV_CHUNK = 1 << 20
+
+
+class PeerWarnings:
+    """At most ``burst`` warnings per peer host in each ``window_s``; the rest are counted and
+    said in one line when the host's next window opens. Hosts are few (clients, not
+    connections: every connection has its own port), so the table stays small."""
+
+    def __init__(self, burst: int = 5, window_s: float = 60.0, clock=None) -> None:
+        self.burst = burst
+        self.window_s = window_s
+        self.clock = clock or trio.current_time
+        self._hosts: dict[str, list] = {}  # host -> [window start, logged, suppressed]
+
+    def warn(self, peer: str, message: str, *args) -> None:
+        host = peer.rpartition(":")[0] or peer
+        now = self.clock()
+        entry = self._hosts.get(host)
+        if entry is None or now - entry[0] >= self.window_s:
+            if entry is not None and entry[2]:
+                log.warning("%d more malformed or refused requests from %s in the last %.0f s (not logged one by one)",
+                            entry[2], host, now - entry[0])
+            entry = self._hosts[host] = [now, 0, 0]
+        if entry[1] < self.burst:
+            entry[1] += 1
+            log.warning(message, *args)
+        else:
+            entry[2] += 1
+
+
+#: One per process, as the log it protects is.
+PEER_WARNINGS = PeerWarnings()
 
 
 class CloseConnection(Exception):
@@ -90,7 +129,7 @@ async def serve_connection(broker, stream: trio.SocketStream) -> None:
             if out is not None:
                 await stream.send_all(out)
     except CloseConnection as exc:
-        log.warning("closing connection %d from %s: %s", conn_id, peer, exc)
+        PEER_WARNINGS.warn(peer, "closing connection %d from %s: %s", conn_id, peer, exc)
     except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
         pass
     except Exception:  # a handler bug must not take other connections down
@@ -128,7 +167,10 @@ async def _handle_frame(broker, frame: bytes, peer: str, conn_id: int) -> bytes 
         raise CloseConnection(f"malformed {api.name} v{version} request: {exc}") from None
     # Trailing bytes are ignored, as Kafka does (librdkafka's Metadata v13 has 3).
     ctx = RequestContext(api, version, correlation_id, header.client_id, peer, conn_id)
-    resp = await handler.fn(broker, ctx, req)
+    try:
+        resp = await handler.fn(broker, ctx, req)
+    except ProtocolError as exc:  # a handler found what Kafka refuses as a malformed request
+        raise CloseConnection(f"malformed {api.name} v{version} request: {exc}") from None
     if resp is None:
         return None
     return api.response_frame(version, correlation_id, resp)

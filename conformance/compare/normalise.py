@@ -9,11 +9,15 @@ What is masked and why:
 - node ids: Tansu calls its node 111, Kafka and the embedded broker 1.
 - driver process details (pid, stderr tails).
 What is kept: offsets (markers take offsets, so a missing or extra marker shows), keys, values,
-partitions, error names and flags, committed group offsets, transaction states.
+partitions, error names and flags, committed group offsets, transaction states, and the whole
+decoded response of a raw `request` step -- normalised as `kconform diff` normalises responses
+(wire.py: its masks, keyed lists), so a run's structural diff compares every field of it.
 """
 from __future__ import annotations
 
 from typing import Any
+
+from .wire import normalise_response
 
 MASKED_KEYS = frozenset({
     "elapsed_ms", "t", "timestamp_ms", "producer_id", "producer_epoch", "message", "client_class",
@@ -37,10 +41,13 @@ def normalise_outcome(outcome: dict) -> dict:
     out = mask(outcome)
     # A step's data other than what the case can rely on is client-specific detail.
     steps = []
-    for s in out.get("steps", []):
+    for raw, s in zip(outcome.get("steps", []), out.get("steps", [])):
         s = dict(s)
         data = s.get("data")
-        if isinstance(data, dict) and s.get("op") not in ("send", "send_many", "poll", "poll_until",
+        response = (raw.get("data") or {}).get("response") if s.get("op") == "request" else None
+        if response is not None:
+            s["data"] = {"response": normalise_response(response)}
+        elif isinstance(data, dict) and s.get("op") not in ("send", "send_many", "poll", "poll_until",
                                                           "transform", "committed", "position",
                                                           "list_offsets", "fault", "send_frame"):
             s.pop("data", None)

@@ -49,8 +49,10 @@ RUNNER_OPS: dict[str, frozenset[str]] = {
 ALL_OPS = {**CLIENT_OPS, **RUNNER_OPS}
 #: Ops that run in a raw-socket actor (no client library): bad frames.
 RAW_OPS: dict[str, frozenset[str]] = {
-    # Send bytes (hex) as-is to the node, read one response frame or see the connection close.
-    "send_frame": frozenset({"hex", "api_key", "api_version", "correlation_id", "body_hex", "size_delta"}),
+    # Send bytes (hex) as-is to the node, read one response frame or see the connection close;
+    # `answer_version: N` decodes the answer as version N of the frame's API (`response`).
+    "send_frame": frozenset({"hex", "api_key", "api_version", "correlation_id", "body_hex", "size_delta",
+                             "answer_version"}),
     # One real request built from Kafka's message fields (snake_case) with the project's codec;
     # "${step_id.field}" takes a field of an earlier step's data, `{batch: {...}}` builds a
     # record batch. The response is decoded: its top-level fields, `error` (first non-zero

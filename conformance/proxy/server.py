@@ -62,15 +62,27 @@ class ProxyNode:
             raise ValueError(f"the proxy binds loopback only, not {host!r}")
         self.node_id = node_id
         self.host = host
-        self._sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind((host, port))
-        self._sock.listen(backlog)
+        self.backlog = backlog
+        self._sock = self._bind(port)
         self.port: int = self._sock.getsockname()[1]
         self._upstream: tuple[str, int] | None = None
         self._follow: Callable[[], tuple[str, int] | None] | None = None
         self._lock = threading.Lock()
         self._serving = False
+        #: Cancels the node's accept loop: the node is down, its port closed (ProxyServer.node_down).
+        self._listening: trio.CancelScope | None = None
+        self.down = False
+
+    def _bind(self, port: int) -> socket.socket:
+        sock = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, port))
+        sock.listen(self.backlog)
+        return sock
+
+    def reopen(self) -> None:
+        """Listen on the same port again after it was closed for a node that was down."""
+        self._sock = self._bind(self.port)
 
     @property
     def address(self) -> str:
@@ -350,11 +362,59 @@ class ProxyServer:
         return trio.from_thread.run_sync(fn, trio_token=self._token)
 
     async def _serve_node(self, node: ProxyNode) -> None:
+        """Accept for the node while it is up. A node that is down has its port CLOSED, so a
+        client's connection is refused as by a dead broker (an accepted-then-closed connection
+        reads differently: franz-go took it for a TLS misconfiguration, Sarama and KafkaJS for a
+        failed request they do not retry); the port opens again once the node accepts."""
         if node._serving:
             return
         node._serving = True
-        listener = trio.SocketListener(trio.socket.from_stdlib_socket(node._sock))
-        await trio.serve_listeners(functools.partial(self._handle_client, node), [listener])
+        handler = functools.partial(self._handle_client, node)
+        while not self._stopped:
+            listener = trio.SocketListener(trio.socket.from_stdlib_socket(node._sock))
+            with trio.CancelScope() as node._listening:
+                # connections live in the server's nursery: closing the port ends none of them
+                await trio.serve_listeners(handler, [listener], handler_nursery=self._nursery)
+            with trio.CancelScope(shield=True):
+                await listener.aclose()
+            await self._until_back(node)
+
+    def node_down(self, node_id: int) -> None:
+        """The node is down (killed, stopped): close its port until it accepts again. The runner
+        says so when it takes a node down; the proxy finds out by itself when a connection to
+        the node is refused. Thread-safe."""
+        node = self.nodes.get(node_id)
+        if node is not None and self._token is not None:
+            self._call_in_loop(lambda: self._mark_down(node))
+
+    def _mark_down(self, node: ProxyNode) -> None:
+        if not node.down:
+            node.down = True
+            self._event("node_down", node=node.node_id)
+            if node._listening is not None:
+                node._listening.cancel()
+
+    async def _until_back(self, node: ProxyNode) -> None:
+        """Wait until the node accepts a connection again, then listen on its port again."""
+        while not self._stopped:
+            await trio.sleep(0.05)
+            up = node.upstream
+            if up is None:
+                continue
+            try:
+                with trio.fail_after(1):
+                    probe = await trio.open_tcp_stream(*up)
+            except (OSError, trio.TooSlowError):
+                continue
+            await probe.aclose()
+            try:
+                node.reopen()
+            except OSError as exc:  # the port was taken meanwhile: say so, try again
+                log.error("proxy node %s: cannot listen on port %s again: %s", node.node_id, node.port, exc)
+                continue
+            node.down = False
+            self._event("node_up", node=node.node_id)
+            return
 
     async def _handle_client(self, node: ProxyNode, client: trio.SocketStream) -> None:
         conn_id = next(self._conn_ids)
@@ -375,13 +435,13 @@ class ProxyServer:
                 up = await trio.open_tcp_stream(*upstream)
         except (OSError, trio.TooSlowError) as exc:
             # The node is down. A dead node refuses the connection; the proxy has already
-            # accepted it, so the closest it can say is a reset (RST) -- never an orderly close,
-            # which a client reads as "something answered and hung up" (franz-go takes that for
-            # a TLS misconfiguration and stops retrying the node).
+            # accepted this one, so the closest it can say is a reset (RST) -- never an orderly
+            # close -- and it closes the node's port, so the next connections are refused.
             self._event("refused", conn=conn_id, node=node.node_id, client=client_addr, broker=broker_addr,
                         reason=repr(exc))
             arm_reset(client)
             await client.aclose()
+            self._mark_down(node)
             return
         conn = ProxiedConnection(self, node, conn_id, client, up, client_addr, broker_addr)
         self._conns[conn_id] = conn

@@ -20,8 +20,8 @@ from conformance.clients import DriverStartError, Outcome
 from conformance.targets import Target
 
 from ..dsl.model import Case, Step
-from ..raw import RequestError, namespace_body, send_frame, send_request
-from ..refs import RefError, dig, resolve
+from ..raw import RAW_RETRY, RequestError, namespace_body, send_frame, send_request
+from ..refs import RefError, dig, resolve, step_lookup
 from .actors import Actors
 from .admin_ops import RUNNER_ANSWERS, answer_by_runner
 from .checks import expect_matches, unspecified_check
@@ -29,10 +29,8 @@ from .faults import FaultRealiser
 from .namespace import Namespace
 
 DEFAULT_DEADLINE_MS = 20_000
-#: Errors a raw `request` retries by default (its `retry:` list replaces this; `[]`: none).
-RAW_RETRY = ("COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR",
-             "NOT_LEADER_OR_FOLLOWER", "LEADER_NOT_AVAILABLE", "UNKNOWN_TOPIC_OR_PARTITION")
-RAW_RETRY_BACKOFF_S = 0.1
+#: How often the runner looks whether a target process ended while a step runs (Target.exited).
+WATCH_INTERVAL_S = 0.5
 
 
 class TargetCrashed(Exception):
@@ -89,6 +87,10 @@ class CaseRun:
         self.data_by_id: dict[str, dict] = {}
         self.captures: dict[str, Any] = {}
         self.t0 = time.monotonic()
+        #: Set while a fault step acts on nodes (a killed node is marked down just after it died).
+        self._in_fault = False
+        #: Why the target's process ended during a step (the watcher saw it), else None.
+        self.target_gone: str | None = None
 
     # ----------------------------------------------------------------- references
     def lookup(self, name: str, path: str | None) -> Any:
@@ -97,9 +99,7 @@ class CaseRun:
             if name not in self.captures:
                 raise RefError(f"${{{name}}}: nothing was captured under {name!r} (a failed or skipped step?)")
             return self.captures[name]
-        if name not in self.data_by_id:
-            raise RefError(f"${{{name}.{path}}}: no ok step with id {name!r} before this one")
-        return dig(self.data_by_id[name], path, f"step {name!r}")
+        return step_lookup(self.data_by_id.get)(name, path)
 
     def resolve_case(self, value: Any) -> Any:
         """``value`` with its references resolved, in the case's own names (for comparisons)."""
@@ -110,18 +110,38 @@ class CaseRun:
         """Run every step in order. NotApplicable propagates (the target cannot do a fault), and
         TargetCrashed when a step failed because the target is gone; everything else a step
         meets is recorded as its outcome."""
+        stop = threading.Event()
+        watcher = threading.Thread(target=self._watch_target, args=(stop,), name="target-watch", daemon=True)
+        watcher.start()
         try:
             for step in self.case.steps:
                 seen = len(self.result.records)
                 self._run(step)
-                if any(not r.get("ok", True) for r in self.result.records[seen:]):
-                    crashed = self.target.health()
+                if self.target_gone or any(not r.get("ok", True) for r in self.result.records[seen:]):
+                    crashed = self.target_gone or self.target.health()
                     if crashed:
                         raise TargetCrashed(step.index, crashed)
         finally:
+            stop.set()
+            watcher.join(timeout=2 * WATCH_INTERVAL_S)
             for ref, (thread, _) in self._background.items():
                 thread.join(timeout=0)  # awaited steps are joined; a leftover means a failed await
         return self.result
+
+    def _watch_target(self, stop: threading.Event) -> None:
+        """While the steps run: when a target process the case did not take down has ended
+        (Target.exited, seen twice in a row, outside fault steps, with no `at:` fault armed --
+        those end a process on purpose), SIGKILL the case's drivers, so that the step in flight
+        returns at once instead of waiting out its deadline on a dead port; run_steps then ends
+        the case as a crash."""
+        seen_before = False
+        while not stop.wait(WATCH_INTERVAL_S):
+            why = None if self._in_fault or self.faults.armed else self.target.exited()
+            if why and seen_before:
+                self.target_gone = why
+                self.actors.close_all()
+                return
+            seen_before = why is not None
 
     def _run(self, step: Step) -> None:
         if not step.runs_for(self.client):
@@ -137,7 +157,11 @@ class CaseRun:
             time.sleep(step.wait_ms / 1000)
             return
         if step.kind == "fault":
-            event = self.faults.apply(step.fault)
+            self._in_fault = True
+            try:
+                event = self.faults.apply(step.fault)
+            finally:
+                self._in_fault = False
             self._record_event(step, event)
             return
         if step.kind == "wait_fault":
@@ -362,16 +386,11 @@ class CaseRun:
             body = namespace_body(resolve(args.get("body") or {}, self.lookup), self.ns.name)
         except (RequestError, RefError) as exc:
             return Outcome.failure("request", "DRIVER_ERROR", str(exc))
-        retry = set(args.get("retry", RAW_RETRY))
-        timeout_ms = int(args.get("timeout_ms", 5000))
-        end = time.monotonic() + timeout_ms / 1000
-        while True:
-            out = send_request(address, args["api"], int(args["version"]), body, timeout_s=timeout_ms / 1000)
-            # Like a client: "not ready yet" answers (a fresh topic, a coordinator still loading
-            # __transaction_state) are retried until the step's time is up.
-            if not (out.ok and out.data.get("error") in retry) or time.monotonic() + RAW_RETRY_BACKOFF_S > end:
-                return out
-            time.sleep(RAW_RETRY_BACKOFF_S)
+        # Like a client: "not ready yet" answers are retried until the step's time is up (the
+        # case's `retry:` list replaces RAW_RETRY; `[]`: none).
+        return send_request(address, args["api"], int(args["version"]), body,
+                            timeout_s=int(args.get("timeout_ms", 5000)) / 1000,
+                            retry=set(args.get("retry", RAW_RETRY)))
 
     def _send_many(self, proc, args: dict, deadline: int) -> Outcome:
         t0 = time.monotonic()

@@ -40,22 +40,24 @@ from .namespace import Namespace
 RELEASE_WAIT_S = 20.0
 
 
-def plan_broker_configs(case: Case, target_cls: type[Target]) -> dict[str, str]:
-    """Extra broker configs that arm the case's `at:` faults; NotApplicable where none can."""
+def plan_broker_configs(case: Case, target_cls: type[Target], target_name: str | None = None) -> dict[str, str]:
+    """Extra broker configs that arm the case's `at:` faults; NotApplicable where none can.
+    `target_name`: the run's name for the target (`apache-kafka@3.9.1`), said in the reason."""
     points = case.protocol_points()
     if not points:
         return {}
+    name = target_name or target_cls.name
     if "fault_points" not in target_cls.static_capabilities:
         f = points[0]
         raise NotApplicable(
-            f"target {target_cls.name!r} cannot {f.action} the {f.target.role} exactly at protocol point "
+            f"target {name!r} cannot {f.action} the {f.target.role} exactly at protocol point "
             f"{f.at!r}: it has no fault points in its code, and no proxy rule is exact there (at that point: "
             f"{PROTOCOL_POINTS[f.at]} -- inside the broker, with no client frame to act on)")
     arms: dict[str, Arm] = {}
     seen: dict[str, FaultDef] = {}
     for f in points:
         if f.at in seen:
-            raise NotApplicable(f"target {target_cls.name!r} arms one fault per protocol point; the case has "
+            raise NotApplicable(f"target {name!r} arms one fault per protocol point; the case has "
                                 f"{seen[f.at].describe()!r} and {f.describe()!r}")
         seen[f.at] = f
         arms[f.at] = Arm(action=f.action, skip=f.occurrence - 1)
@@ -144,17 +146,25 @@ class FaultRealiser:
                 t.release_hold(node)
             elif fault.action == "crash":
                 t.kill(node)
+                self._node_gone(node)
             elif fault.action == "pause":
                 t.pause(node)
             elif fault.action == "resume":
                 t.resume(node)
             elif fault.action == "stop":
                 t.stop_node(node)
+                self._node_gone(node)
             elif fault.action == "restart":
                 t.restart(node)
             event = {"fault": fault.describe(), "node": node}
         self.events.append(event)
         return event
+
+    def _node_gone(self, node: int) -> None:
+        """A node this case took down refuses connections at the proxy too (it reopens its port
+        when the node is back)."""
+        if self.proxy is not None:
+            self.proxy.node_down(node)
 
     def wait_fired(self, timeout_ms: int) -> dict:
         """Block until the earliest armed `at:` fault fired and its node crashed or stopped
@@ -166,6 +176,8 @@ class FaultRealiser:
     def _wait(self, fault: FaultDef, timeout_s: float) -> dict:
         node = self.target.await_fault_point(fault.at, timeout_s)
         self.armed.remove(fault)
+        if fault.action == "crash":
+            self._node_gone(node)
         # `resume`/`restart` of this role name the node that fired (the key resolve() uses).
         self.remembered[fault.target.key()] = node
         event = {"fault": fault.describe(), "node": node, "fired": True}

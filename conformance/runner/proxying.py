@@ -130,6 +130,11 @@ class ProxyFront:
             self.server.start_in_thread()
             self._started = True
 
+    def node_down(self, node_id: int) -> None:
+        """The target's node is gone (killed, stopped): its proxy port refuses connections until
+        the node accepts again, as the node's own port would."""
+        self.server.node_down(node_id)
+
     def begin_case(self) -> None:
         self.server.transcript.restart()
 

@@ -98,7 +98,7 @@ def row_plan(case: Case, slot: TargetSlot, can_share: bool = True) -> RowPlan:
         proxy = front_mode(slot.cls, case, shared)
     elif slot.proxy_mode == "auto":
         proxy = front_mode(slot.cls, case, shared)
-    return RowPlan({**case.topology.broker_configs, **plan_broker_configs(case, slot.cls)}, proxy, shared)
+    return RowPlan({**case.topology.broker_configs, **plan_broker_configs(case, slot.cls, slot.name)}, proxy, shared)
 
 
 def run_one(case: Case, slot: TargetSlot, client: str, ctx: RowContext, fresh: bool,
@@ -118,6 +118,7 @@ def run_one(case: Case, slot: TargetSlot, client: str, ctx: RowContext, fresh: b
         "client": client, "client_version": client_version(client), "verdict": "error", "checks": [],
         "outcome": {}, "diff": None, "reference_target": None, "duration_s": 0.0, "reason": None,
         "artifacts": {"steps": str(art_rel / "steps.json"), "logs": []},
+        "known_difference": case.known_differences.get(slot.name) or slot.cls.client_differences.get(client),
     }
     ns = Namespace()
     case_run: CaseRun | None = None
@@ -174,9 +175,8 @@ def run_one(case: Case, slot: TargetSlot, client: str, ctx: RowContext, fresh: b
         row["unspecified"] = sum(1 for c in checks if c.get("unspecified"))
         row["outcome"] = normalise_outcome(outcome)
         row["verdict"] = "pass" if all(c["passed"] for c in checks) else "fail"
-        known = case.known_differences.get(slot.name)
-        if known and row["verdict"] == "fail":
-            row["reason"] = f"known difference: {known}"
+        if row["known_difference"] and row["verdict"] == "fail":
+            row["reason"] = f"known difference: {row['known_difference']}"
     except TargetCrashed as exc:
         row["verdict"] = "crash"
         where = f"after step {exc.step}" if exc.step is not None else "by the end of the case"

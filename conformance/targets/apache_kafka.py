@@ -45,6 +45,7 @@ import uuid
 from pathlib import Path
 
 from .base import NotApplicable, TargetStartError, Topology, wait_until
+from .topology import cluster_broker_defaults
 from .local import LocalProcessTarget
 from .maven import DEFAULT_KAFKA_VERSION, INSTALL_HINT, cached_lib, resolve_kafka
 from .process import NodeProcess, free_ports, port_accepts
@@ -104,18 +105,8 @@ def kafka_uuid() -> str:
 
 
 def default_broker_configs(nodes: int) -> dict[str, str]:
-    rf = str(min(nodes, 3))
     return {
-        "num.partitions": "1",
-        "default.replication.factor": rf,
-        "offsets.topic.replication.factor": rf,
-        "offsets.topic.num.partitions": "6",
-        "transaction.state.log.replication.factor": rf,
-        "transaction.state.log.min.isr": "2" if nodes >= 3 else "1",
-        "transaction.state.log.num.partitions": "6",
-        "group.initial.rebalance.delay.ms": "0",
-        "broker.session.timeout.ms": "3000",
-        "broker.heartbeat.interval.ms": "500",
+        **cluster_broker_defaults(nodes),
         # The log cleaner allocates its dedupe buffer on the heap at start-up (128 MiB default).
         "log.cleaner.dedupe.buffer.size": "16777216",
         "num.network.threads": "2",

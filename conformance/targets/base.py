@@ -131,6 +131,10 @@ class Target(abc.ABC):
     #: Takes broker configs at all (Kafka's names); False where the target has no way to apply
     #: them (an external cluster, Tansu): see `unappliable_configs`.
     applies_broker_configs: ClassVar[bool] = True
+    #: Measured divergences that every case meets with one client (client name -> what the
+    #: target does and what Kafka does): no single case can document them, so the runner
+    #: records them on each row of that client as its known difference (cases/README.md).
+    client_differences: ClassVar[dict[str, str]] = {}
 
     def unappliable_configs(self, configs: dict[str, str]) -> dict[str, str]:
         """The broker configs of `configs` this started target could not apply (it ignores them):
@@ -334,6 +338,14 @@ class Target(abc.ABC):
     #: Seconds a node gets to answer the health probe: a live broker answers ApiVersions in
     #: milliseconds; one that needs longer is wedged for a case's purposes.
     health_timeout: float = 5.0
+
+    def exited(self) -> str | None:
+        """What ended, when a node the case has not taken down has no process any more
+        ("node 0's process 31802 exited with code 2"); None while all run -- or where the
+        target cannot tell without asking over the network. Cheap (no I/O): the runner asks it
+        twice a second while a case runs, so that no step waits out its deadline on a target
+        that is gone."""
+        return None
 
     def health(self) -> str | None:
         """None while every node the case has not taken down still serves; otherwise what is

@@ -10,7 +10,20 @@ Contract with broker_impl (the broker implements it):
   stderr logs (we append them to a file in the workdir);
   SIGTERM clean shutdown; restart = the same argv with --listen 127.0.0.1:PORT (same port).
 Broker configs (including fault points, which the broker reads from its configs) are passed
-with --set. Single node for now.
+with --set.
+
+Clusters (topology.nodes > 1, or controller: dedicated): first the controller process
+(``--set process.roles=controller``, node id CONTROLLER_NODE_ID as on the apache-kafka target,
+never the object of a fault; in the combined topology it decides only while a majority of the
+nodes live, as a quorum on the nodes would -- ``kconform.controller.quorum.nodes``), then one
+broker process per node, each naming the controller in ``controller.quorum.voters``; a broker
+announces its port once the controller unfenced it. Every node has its own port, picked before
+start (so a proxy can follow ``addresses`` while the brokers start) and its own
+``advertised.listeners`` (``node_configs``: the proxy port in front of it, so brokers reach each
+other -- replica fetches, WriteTxnMarkers -- through the proxy too). Defaults fit the node count
+as on the apache-kafka target (internal topics replicated min(nodes, 3) times with 6 partitions,
+transaction log min ISR 2 on 3+ nodes, a 3 s broker session, no initial rebalance delay); the
+case's broker configs override them. One node alone is its own controller, exactly as before.
 
 Fault points: when the configs arm any (`kconform.fault*`, written by
 broker_impl.faults.arming_configs), the target opens a FaultListener and names it in
@@ -25,6 +38,7 @@ import importlib.util
 import re
 import signal
 import sys
+import threading
 from pathlib import Path
 
 import broker_impl
@@ -32,15 +46,17 @@ from broker_impl.faults import NOTIFY, Arm, arming_configs, is_fault_config, par
 from broker_impl.faults.channel import FaultListener
 
 from .base import TargetStartError, Topology
+from .topology import cluster_broker_defaults
 from .local import LocalProcessTarget
-from .process import NodeProcess, StdoutLines, python_env
+from .process import NodeProcess, StdoutLines, free_ports, python_env
 
 #: Seconds a node gets, after it said it reached a point, to stop or die there.
 SETTLE_S = 5.0
 
 HOST = "127.0.0.1"
 LISTENING = re.compile(r"^listening (\S+):(\d+)\s*$")
-NODE_ID = 1
+#: Node id of the controller process of a cluster (outside 1..N, as on the apache-kafka target).
+CONTROLLER_NODE_ID = 1000
 
 
 def _broker_main_exists() -> bool:
@@ -52,8 +68,10 @@ def _broker_main_exists() -> bool:
 
 class EmbeddedTarget(LocalProcessTarget):
     name = "embedded"
-    static_capabilities = frozenset({"kill", "pause", "restart", "stop_node", "fault_points"})
+    static_capabilities = frozenset({"kill", "pause", "restart", "stop_node", "fault_points", "multi_node",
+                                     "dedicated_controller", "wire_markers"})
     advertises_listeners = True
+    per_node_configs = True
     ready_timeout = 30.0
     stop_grace = 10.0
 
@@ -66,6 +84,11 @@ class EmbeddedTarget(LocalProcessTarget):
         self._arms: dict[str, Arm] = {}
         self._plain_configs: dict[str, str] = {}
         self._data_dirs: dict[int, Path] = {}
+        self._ports: dict[int, int] = {}
+        #: per broker: the controller it registers with, its advertised listener
+        self._node_sets: dict[int, dict[str, str]] = {}
+        #: the controller process's configs (it never gets fault points)
+        self._fixed_sets: dict[int, dict[str, str]] = {}
 
     @classmethod
     def availability(cls) -> tuple[bool, str]:
@@ -81,36 +104,78 @@ class EmbeddedTarget(LocalProcessTarget):
     def version(self) -> str:
         return self._broker_version()
 
-    def _argv(self, listen: str, data_dir: Path, broker_configs: dict[str, str]) -> list[str]:
+    def _argv(self, listen: str, data_dir: Path, node_id: int, broker_configs: dict[str, str]) -> list[str]:
         argv = [
             self.python, "-m", "broker_impl",
             "--listen", listen,
             "--data-dir", str(data_dir),
-            "--node-id", str(NODE_ID),
+            "--node-id", str(node_id),
         ]
         for key, value in broker_configs.items():
             argv += ["--set", f"{key}={value}"]
         return argv + self.extra_args
 
     def _launch(self, topology: Topology, broker_configs: dict[str, str], workdir: Path) -> None:
-        data_dir = workdir / f"node-{NODE_ID}" / "data"
-        data_dir.mkdir(parents=True, exist_ok=True)
-        self._plain_configs = {k: v for k, v in broker_configs.items() if not is_fault_config(k)}
-        self._arms = parse_arms(broker_configs)
+        n = topology.nodes
+        cluster = n > 1 or topology.controller == "dedicated"
+        # As on the apache-kafka target: the internal topics exist before a case kills a node (with
+        # a node down their replication factor could not be met, and no group could be found).
+        self.prewarm_coordinators = cluster
+        configs = {**cluster_broker_defaults(n), **broker_configs} if cluster else dict(broker_configs)
+        self._plain_configs = {k: v for k, v in configs.items() if not is_fault_config(k)}
+        self._arms = parse_arms(configs)
         if self._arms and self.fault_listener is None:
             self.fault_listener = FaultListener()
+        ports = free_ports(n + (1 if cluster else 0))
+        self._node_sets = {}
+        if cluster:
+            quorum = "" if topology.controller == "dedicated" else ",".join(str(i) for i in range(1, n + 1))
+            controller_sets = {**{k: v for k, v in self._plain_configs.items() if k != "advertised.listeners"},
+                               "process.roles": "controller", "kconform.controller.quorum.nodes": quorum}
+            self._start_node(CONTROLLER_NODE_ID, ports[n], controller_sets, workdir)
+            voters = f"{CONTROLLER_NODE_ID}@{HOST}:{ports[n]}"
+            for i in range(1, n + 1):
+                self._node_sets[i] = {"controller.quorum.voters": voters}
+        for i in range(1, n + 1):
+            self._node_sets[i] = {**self._node_sets.get(i, {}), **self.node_configs.get(i, {})}
+            self.addresses[i] = (HOST, ports[i - 1])   # before start: a proxy in front follows them
+        for i in range(1, n + 1):
+            self._start_node(i, ports[i - 1], None, workdir, announce=False)
+        for i in range(1, n + 1):
+            self._await_started(i)
+
+    def _start_node(self, node_id: int, port: int, sets: dict[str, str] | None, workdir: Path,
+                    announce: bool = True) -> None:
+        """Start one process (a broker when ``sets`` is None: its configs now) on ``port``."""
+        data_dir = workdir / f"node-{node_id}" / "data"
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self._data_dirs[node_id] = data_dir
+        self._ports[node_id] = port
+        if sets is not None:
+            self._fixed_sets[node_id] = sets
         proc = NodeProcess(
-            self._argv(f"{HOST}:0", data_dir, self._configs_for(NODE_ID)),
-            workdir / f"node-{NODE_ID}" / "broker.log",
+            self._argv(f"{HOST}:{port}", data_dir, node_id, self._sets_for(node_id)),
+            workdir / f"node-{node_id}" / "broker.log",
             cwd=workdir,
             env=python_env("broker_impl"),
             stdout_pipe=True,
         )
-        self.procs[NODE_ID] = proc
+        self.procs[node_id] = proc
         proc.start()
-        host, port = self._await_listening(proc)
-        self.addresses[NODE_ID] = (host, port)
-        self._data_dirs[NODE_ID] = data_dir
+        if announce:
+            self._await_started(node_id)
+
+    def _await_started(self, node_id: int) -> None:
+        host, port = self._await_listening(self.procs[node_id])
+        if port != self._ports[node_id]:
+            raise TargetStartError(f"node {node_id} listens on {host}:{port}, expected port {self._ports[node_id]}")
+
+    def _sets_for(self, node_id: int) -> dict[str, str]:
+        """Everything a process is started with now: a controller its fixed configs, a broker the
+        case's (with its fault points re-armed as they stand) and its own."""
+        if node_id in self._fixed_sets:
+            return dict(self._fixed_sets[node_id])
+        return {**self._configs_for(node_id), **self._node_sets.get(node_id, {})}
 
     def _configs_for(self, node_id: int) -> dict[str, str]:
         """The node's broker configs now: the case's, with the fault points that have not fired
@@ -151,21 +216,28 @@ class EmbeddedTarget(LocalProcessTarget):
         """SIGUSR1: the broker's held fault points go on (broker_impl.faults, `hold`)."""
         self._proc(node_id).signal(signal.SIGUSR1)
 
-    def _stop(self) -> None:
-        super()._stop()
-        if self.fault_listener is not None:
-            self.fault_listener.close()
-            self.fault_listener = None
-
     def _relaunch(self, node_id: int) -> None:
         proc = self.procs[node_id]
         # The same port (clients and the case know the node by address), the same data.
-        host, port = self.addresses[node_id]
-        proc.argv = self._argv(f"{host}:{port}", self._data_dirs[node_id], self._configs_for(node_id))
+        proc.argv = self._argv(f"{HOST}:{self._ports[node_id]}", self._data_dirs[node_id], node_id,
+                               self._sets_for(node_id))
         proc.start()
-        host, port = self._await_listening(proc)
-        if (host, port) != self.addresses[node_id]:
-            raise TargetStartError(f"restarted broker listens on {host}:{port}, expected {self.addresses[node_id]}")
+        self._await_started(node_id)
+
+    def _stop(self) -> None:
+        """The brokers first (each hands its leaderships to the controller on the way out), then
+        the controller."""
+        controller = self.procs.pop(CONTROLLER_NODE_ID, None)
+        try:
+            super()._stop()
+        finally:
+            if controller is not None:
+                self.procs[CONTROLLER_NODE_ID] = controller
+                controller.terminate(self.stop_grace)
+                self.down.add(CONTROLLER_NODE_ID)
+            if self.fault_listener is not None:
+                self.fault_listener.close()
+                self.fault_listener = None
 
     def _await_listening(self, proc: NodeProcess) -> tuple[str, int]:
         """Read stdout until the `listening HOST:PORT` line (StdoutLines keeps draining it after)."""
@@ -175,3 +247,21 @@ class EmbeddedTarget(LocalProcessTarget):
             raise TargetStartError(f"embedded broker did not announce its port: {exc}") from None
         m = LISTENING.match(line)
         return m.group(1), int(m.group(2))
+
+
+def serve_cluster(nodes: int, controller: str, configs: dict[str, str], workdir: Path, announce) -> None:
+    """``kconform cluster``: an embedded cluster of ``nodes`` until SIGINT/SIGTERM;
+    ``announce(bootstrap)`` once every node is up."""
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    target = EmbeddedTarget()
+    try:
+        announce(target.start(Topology(nodes=nodes, controller=controller), configs, workdir))
+        while not stop.wait(0.5):
+            dead = target.health()
+            if dead:
+                raise TargetStartError(f"the cluster lost a node: {dead}")
+    finally:
+        target.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -91,6 +91,14 @@ class MockCommandError(RuntimeError):
 class LibrdkafkaMockTarget(LocalProcessTarget):
     name = "librdkafka-mock"
     static_capabilities = frozenset({"kill", "pause", "restart", "multi_node"})
+    #: Measured with kafka-clients 4.4.0 (cases/wire/api_versions_unsupported_version_v0_answer).
+    client_differences = {
+        "java": "the mock answers an ApiVersions request newer than it knows (the Java client 4.4 sends v5) with "
+                "UNSUPPORTED_VERSION in a body that is not the v0 layout Kafka uses (KIP-511): a one-byte array "
+                "count, 13 bytes where Kafka sends 12. The Java client reads it as v5 -- no version ranges and a "
+                "throttle time of 1179648 ms -- and sends nothing more on that connection for 20 minutes, so "
+                "every operation of the case times out",
+    }
     per_node_configs = True
     #: rd_kafka_mock_broker_set_host_port: each node can name the proxy's port for itself.
     advertises_listeners = True

@@ -92,11 +92,14 @@ class LocalProcessTarget(Target):
             proc.wait_or_kill(deadline)
         self.down.update(self.procs)
 
-    def health(self) -> str | None:
+    def exited(self) -> str | None:
         for node_id, proc in sorted(self.procs.items()):
             if node_id not in self.down and not proc.running():
                 return f"node {node_id}'s process {proc.pid} exited with code {proc.returncode()}"
-        return super().health()
+        return None
+
+    def health(self) -> str | None:
+        return self.exited() or super().health()
 
     def last_words(self, lines: int = 20) -> str:
         return "\n".join(f"--- node {node_id} ({proc.log_path.name}):\n{proc.log_tail(lines)}"

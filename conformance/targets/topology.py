@@ -31,3 +31,24 @@ class Topology:
     def __post_init__(self) -> None:
         if self.controller not in CONTROLLER_PLACEMENTS:
             raise ValueError(f"controller must be one of {CONTROLLER_PLACEMENTS}, not {self.controller!r}")
+
+
+def cluster_broker_defaults(nodes: int) -> dict[str, str]:
+    """Broker configs (Kafka's names) a target gives a cluster of ``nodes`` before the case's
+    own: internal topics replicated min(nodes, 3) times with few partitions, min ISR 2 for the
+    transaction log from 3 nodes on, a 3 s broker session (a dead broker is fenced, and its
+    leaderships move, within seconds) and no initial rebalance delay -- so failover cases run in
+    seconds on every target."""
+    rf = str(min(nodes, 3))
+    return {
+        "num.partitions": "1",
+        "default.replication.factor": rf,
+        "offsets.topic.replication.factor": rf,
+        "offsets.topic.num.partitions": "6",
+        "transaction.state.log.replication.factor": rf,
+        "transaction.state.log.min.isr": "2" if nodes >= 3 else "1",
+        "transaction.state.log.num.partitions": "6",
+        "group.initial.rebalance.delay.ms": "0",
+        "broker.session.timeout.ms": "3000",
+        "broker.heartbeat.interval.ms": "500",
+    }

@@ -2,9 +2,12 @@
 
 Outputs in ``out_dir``: ``matrix``, ``divergences``, ``flaky``,
 ``durations`` and ``durations_by_client`` as Parquet (Spark) and CSV (one
-file each, for people and spreadsheets), ``matrix_wide.csv`` (case down,
-target·client across), ``per_run.csv``, the charts ``matrix.png``,
-``durations.png`` and ``trend.png``, and ``summary.txt``. ``reports.cli
+file each, for people and spreadsheets; the matrix CSV says in one line how
+each cell diverges, and its verdicts over the runs), ``matrix_wide.csv`` (case
+down, target·client across), ``compatibility.md`` / ``.html`` (the
+compatibility page of reports/matrix.py over the latest verdict of every cell,
+with its earlier verdicts where they changed), ``per_run.csv``, the charts
+``matrix.png``, ``durations.png`` and ``trend.png``, and ``summary.txt``. ``reports.cli
 .report(..., analytics_dir=out_dir)`` puts the charts into the Allure report.
 """
 
@@ -15,8 +18,13 @@ import datetime as dt
 import shutil
 from pathlib import Path
 
+from pyspark.sql.types import ArrayType, MapType, StructType
+
+from ..matrix import from_rows, one_line
+from ..matrix_page import history_text, render_html, render_markdown
+from ..results import read_run_meta
 from . import charts, jobs
-from .load import load_runs
+from .load import load_runs, run_files
 from .spark import spark_session
 
 
@@ -29,7 +37,7 @@ def _plain(v):
 
 
 def _collect(df) -> list[dict]:
-    return [{k: _plain(v) for k, v in r.asDict().items()} for r in df.collect()]
+    return [{k: _plain(v) for k, v in r.asDict(recursive=True).items()} for r in df.collect()]
 
 
 def _write_csv(rows: list[dict], columns: list[str], path: Path) -> None:
@@ -40,14 +48,20 @@ def _write_csv(rows: list[dict], columns: list[str], path: Path) -> None:
             w.writerow({c: r.get(c) for c in columns})
 
 
-def _table(df, name: str, out: Path) -> list[dict]:
-    """Write ``df`` as ``name.parquet`` and ``name.csv``; return its rows."""
+def _table(df, name: str, out: Path, csv_extra: dict | None = None) -> list[dict]:
+    """Write ``df`` as ``name.parquet`` and ``name.csv``; return its rows. Nested columns (a
+    row's checks and diff) stay in the Parquet file only; ``csv_extra``: column -> function of
+    a row, computed for the CSV (and the returned rows)."""
     pq = out / f"{name}.parquet"
     if pq.exists():
         shutil.rmtree(pq)
     df.coalesce(1).write.parquet(str(pq))
     rows = _collect(_timestamps_as_text(df))
-    _write_csv(rows, df.columns, out / f"{name}.csv")
+    for col, fn in (csv_extra or {}).items():
+        for r in rows:
+            r[col] = fn(r)
+    flat = [f.name for f in df.schema.fields if not isinstance(f.dataType, (ArrayType, StructType, MapType))]
+    _write_csv(rows, flat + list(csv_extra or {}), out / f"{name}.csv")
     return rows
 
 
@@ -77,6 +91,14 @@ def _summary(n_runs: int, n_rows: int, matrix: list[dict], div: list[dict], flak
             if r["target"] == t:
                 counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
         lines.append(f"  {t:<14} " + "  ".join(f"{v}={counts[v]}" for v in sorted(counts)))
+    lines.append("")
+    changed = [r for r in matrix if history_text(r["history"].split())]
+    lines.append(f"Matrix across runs: {len(matrix)} cells, {len(changed)} whose verdict changed over the runs "
+                 f"(compatibility.md: every cell, its divergence in one line and its earlier verdicts)")
+    for r in [r for r in matrix if r["verdict"] != "pass" or r in changed][:25]:
+        was = history_text(r["history"].split())
+        lines.append(f"  {r['case']} on {r['target']} with {r['client']}: {r['verdict']}"
+                     + (f" ({was})" if was else "") + (f" -- {r['divergence']}" if r["divergence"] else ""))
     current = [d for d in div if d["current"]]
     lines.append("")
     lines.append(f"Divergences from the reference: {len(div)} case x target x client ever, "
@@ -100,6 +122,17 @@ def _summary(n_runs: int, n_rows: int, matrix: list[dict], div: list[dict], flak
     return "\n".join(lines) + "\n"
 
 
+def _compatibility_page(matrix: list[dict], root: Path, out: Path) -> None:
+    """reports/matrix.py's page over the latest verdict of every cell, with its history."""
+    jsonl, parquet = run_files(root)
+    runs = [dict(read_run_meta(Path(p).parent), results_dir=str(Path(p).parent)) for p in jsonl + parquet]
+    history = {(r["case"], r["target"], r["client"]): r["history"].split() for r in matrix}
+    m = from_rows(matrix, sorted(runs, key=lambda meta: meta.get("started_at") or ""), history=history)
+    command = f"kconform analyze --results {root} --out {out}"
+    (out / "compatibility.md").write_text(render_markdown(m, command), encoding="utf-8")
+    (out / "compatibility.html").write_text(render_html(m, command), encoding="utf-8")
+
+
 def analyze(results_root: str | Path, out_dir: str | Path, master: str = "local[*]", *, spark=None) -> str:
     """Analyse every run under ``results_root`` into ``out_dir``; return the text summary.
 
@@ -114,7 +147,7 @@ def analyze(results_root: str | Path, out_dir: str | Path, master: str = "local[
         rows = load_runs(spark, root).cache()
         n_rows = rows.count()
         n_runs = rows.select("run_id").distinct().count()
-        matrix = _table(jobs.matrix(rows), "matrix", out)
+        matrix = _table(jobs.matrix(rows), "matrix", out, {"divergence": one_line})
         div = _table(jobs.divergences(rows), "divergences", out)
         flaky = _table(jobs.flaky(rows), "flaky", out)
         dur = _table(jobs.durations(rows), "durations", out)
@@ -134,6 +167,7 @@ def analyze(results_root: str | Path, out_dir: str | Path, master: str = "local[
     charts.durations_chart(dur, out / "durations.png")
     charts.trend_chart([{**r, "run_at": dt.datetime.fromisoformat(str(r["run_at"]).replace("Z", "+00:00"))}
                         for r in per_run], out / "trend.png")
+    _compatibility_page(matrix, root, out)
     text = _summary(n_runs, n_rows, matrix, div, flaky, dur, root)
     (out / "summary.txt").write_text(text, encoding="utf-8")
     return text

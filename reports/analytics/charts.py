@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.colors import ListedColormap  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-VERDICT_COLOURS = {"pass": "#2e9e44", "fail": "#d43c3c", "crash": "#7a0000", "not_applicable": "#a0a0a0",
+VERDICT_COLOURS = {"pass": "#2e9e44", "fail": "#d43c3c", "crash": "#7a0a0a", "not_applicable": "#a0a0a0",
                    "error": "#e0a020"}
 _DPI = 80
 

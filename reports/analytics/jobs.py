@@ -1,6 +1,8 @@
 """The four questions asked of all runs, each a DataFrame -> DataFrame.
 
-* ``matrix``: per case x target x client, the latest verdict (and which run).
+* ``matrix``: per case x target x client, the latest verdict (and which run), its verdicts over
+  all runs oldest first (``history``), and what the compatibility page needs to say how the
+  latest row diverges (its checks, diff, reason, documented difference).
 * ``divergences``: rows whose outcome differed from the reference target's
   in the same run (``diff`` non-null), per case x target x client, with
   the differing paths and first/last seen; ``current`` when the latest run
@@ -26,10 +28,16 @@ def _diverges():
 
 def matrix(rows: DataFrame) -> DataFrame:
     w = Window.partitionBy(*KEY).orderBy(F.col("ts").desc(), F.col("run_id").desc())
+    # Every verdict of the cell, oldest first: sort (ts, run_id, verdict) structs, keep verdicts.
+    history = (rows.groupBy(*KEY)
+               .agg(F.count("*").alias("runs"),
+                    F.array_join(F.transform(F.array_sort(F.collect_list(F.struct("ts", "run_id", "verdict"))),
+                                             lambda s: s["verdict"]), " ").alias("history")))
     return (rows.withColumn("_n", F.row_number().over(w)).where("_n = 1")
             .select(*KEY, "verdict", "target_version", "client_version", "run_id",
                     F.col("ts").alias("last_run_at"), _diverges().alias("diverges"),
-                    "reason")
+                    "reason", "case_title", "reference_target", "known_difference", "checks", "diff")
+            .join(history, KEY)
             .orderBy(*KEY))
 
 

@@ -37,6 +37,7 @@ SCHEMA = T.StructType([
     T.StructField("duration_s", T.DoubleType()),
     T.StructField("reason", T.StringType()),
     T.StructField("artifacts", T.StringType()),
+    T.StructField("known_difference", T.StringType()),
 ])
 
 

@@ -127,3 +127,44 @@ def test_a_verdict_change_with_a_new_version_is_not_flaky(spark, tmp_path):
 def test_no_runs_is_an_error(spark, tmp_path):
     with pytest.raises(FileNotFoundError):
         analyze(tmp_path, tmp_path / "out", spark=spark)
+
+
+def test_the_matrix_across_runs_of_peers(spark, tmp_path):
+    """Two runs of the peers: the matrix keeps every cell's verdicts over the runs, says in one
+    line how the latest diverges, and renders the compatibility page with the earlier verdicts."""
+    from datetime import datetime, timezone
+
+    from tests.reports.peerrows import EMPTY_ID_CHECK, write_peer_run
+
+    root = tmp_path / "results"
+    first = write_peer_run(root, "20261124T080000Z-peer01", datetime(2026, 11, 24, 8, 0, tzinfo=timezone.utc))
+    second = write_peer_run(root, "20261125T080000Z-peer02", datetime(2026, 11, 25, 8, 0, tzinfo=timezone.utc))
+    # In the first run kfake still passed the OffsetFetch case.
+    rows = [json.loads(line) for line in (first / "results.jsonl").open()]
+    for r in rows:
+        if (r["case"], r["target"]) == ("groups/offset_fetch_unknown_group", "kfake"):
+            r.update(verdict="pass", checks=[dict(c, passed=True, message="ok") for c in r["checks"]])
+    (first / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    out = tmp_path / "analytics"
+    summary = analyze(root, out, spark=spark)
+    matrix = {(r["case"], r["target"], r["client"]): r for r in _csv(out / "matrix.csv")}
+    assert len(matrix) == 6 * 3 * 2
+    cell = matrix[("groups/offset_fetch_unknown_group", "kfake", "java")]
+    assert (cell["verdict"], cell["history"], cell["runs"]) == ("fail", "pass fail", "2")
+    assert cell["divergence"] == "step[0] raw.request: expected error='NONE', got 'GROUP_ID_NOT_FOUND'"
+    crash = matrix[("wire/unknown_api_key", "kfake", "confluent")]
+    assert (crash["verdict"], crash["history"]) == ("crash", "crash crash")
+    assert crash["divergence"] == "died after step 0: node 0's process 31802 exited with code 2"
+    assert matrix[("txn/empty_transactional_id", "kfake", "java")]["known_difference"].startswith("kfake answers")
+    assert "Matrix across runs: 36 cells, 2 whose verdict changed over the runs" in summary
+    assert ("groups/offset_fetch_unknown_group on kfake with java: fail (was pass) -- step[0] raw.request: "
+            "expected error='NONE', got 'GROUP_ID_NOT_FOUND'") in summary
+
+    page = (out / "compatibility.md").read_text()
+    assert "❌ fail (was pass): step[0] raw.request: expected error='NONE', got 'GROUP_ID_NOT_FOUND'" in page
+    assert "💥 crash: died after step 0" in page
+    assert f"{EMPTY_ID_CHECK} -- holds (ok)" in page
+    assert page.count("- `kconform run --target apache-kafka") == 2        # both runs named
+    assert second.name in page and (out / "compatibility.html").is_file()
+    assert spark.read.parquet(str(out / "matrix.parquet")).select("checks").count() == 36

@@ -88,7 +88,12 @@ def test_rows_become_one_allure_result_per_case_target_client(run_dir, tmp_path)
     steps = tansu_abort["steps"]
     assert steps[0]["name"] == "0. p1: init_transactions" and steps[-1]["name"] == "checks"
     assert [s["status"] for s in steps[-1]["steps"]] == ["passed", "failed"]
-    assert json.loads((out / "categories.json").read_text()) == allure_results.CATEGORIES
+    cats = json.loads((out / "categories.json").read_text())
+    assert cats == allure_results.categories(rows)
+    assert [c["name"] for c in cats][:4] == ["apache-kafka · crashes",
+                                             "apache-kafka · fails a check (the reference: the case or kconform is wrong)",
+                                             "apache-kafka · not applicable", "apache-kafka · kconform error"]
+    assert "tansu · passes, outcome differs from apache-kafka" in [c["name"] for c in cats]
     env = (out / "environment.properties").read_text()
     assert "target.tansu=0.1.2" in env and "client.kafka-python=3.0.12" in env
 
@@ -102,8 +107,9 @@ def test_single_file_report_opens_in_chromium_and_shows_a_diff(run_dir, tmp_path
     # Allure's own categorisation of our results, as the report carries it
     cats = _embedded(html, "data/categories.json")["data/categories.json"]
     counts = {c["name"]: sum(len(g.get("children", [])) for g in c["children"]) for c in cats["children"]}
-    assert counts == {"fails an invariant": 2 * 3, "diverges from Apache Kafka": 3, "not applicable": 3,
-                      "error": 3}
+    assert counts == {"tansu · fails a check": 2 * 3, "embedded · passes, outcome differs from apache-kafka": 3,
+                      "tansu · not applicable": 3, "apache-kafka · kconform error": 1,
+                      "embedded · kconform error": 1, "tansu · kconform error": 1}
     suites = _embedded(html, "data/suites.json")["data/suites.json"]
     theme = suites["children"][0]
     case = next(c for c in theme["children"] if c["name"] == "txn/basic_abort")
@@ -115,7 +121,7 @@ def test_single_file_report_opens_in_chromium_and_shows_a_diff(run_dir, tmp_path
     for case_id, _, _ in SELECTED:
         assert case_id in text, f"case {case_id} not visible in the suites tree"
     assert "txn/basic_abort [tansu · confluent]" in text
-    assert "DIVERGES from apache-kafka: 1 difference at reads.read_uncommitted.topic-0" in text
+    assert "DIVERGES from apache-kafka on tansu: 1 difference at reads.read_uncommitted.topic-0" in text
     assert "reference: [" in text and "actual: [" in text          # the diff itself, values included
     png = browser.screenshot(url, tmp_path / "allure-report.png", tmp_path / "profile-shot")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
@@ -171,3 +177,24 @@ def test_analytics_charts_are_linked_from_the_report(run_dir, tmp_path):
     cases = [json.loads(p.read_text()) for p in (served / "data" / "test-cases").glob("*.json")]
     analytics_case = next(c for c in cases if c["name"] == "Analytics over all runs")
     assert any(a["name"] == "matrix" for a in analytics_case["testStage"]["attachments"])
+
+
+@needs_allure
+def test_each_target_gets_its_own_categories(tmp_path):
+    """Allure's Categories tab groups a peer run per target and kind, as the compatibility page
+    does: kfake's crashes, its failed checks, its passes whose outcome differs, ..."""
+    from tests.reports.peerrows import write_peer_run
+
+    run = write_peer_run(tmp_path / "runs")
+    served, _ = report(run, tmp_path / "report")
+    cats = json.loads((served / "data" / "categories.json").read_text())
+    counts = {c["name"]: sum(len(g.get("children", [])) for g in c["children"]) for c in cats["children"]}
+    assert counts == {"kfake · crashes": 2, "kfake · fails a check": 4,
+                      "kfake · passes, outcome differs from apache-kafka": 2, "kfake · not applicable": 2,
+                      "librdkafka-mock · not applicable": 4, "librdkafka-mock · kconform error": 1}
+    crashes = next(c for c in cats["children"] if c["name"] == "kfake · crashes")
+    assert [g["name"] for g in crashes["children"]] == [
+        "CRASH on kfake: the target died after step 0: node 0's process 31802 exited with code 2"]
+    staged = [json.loads(p.read_text()) for p in (tmp_path / "report" / "allure-results").glob("*-result.json")]
+    crash = next(r for r in staged if r["fullName"] == "wire/unknown_api_key::kfake::java")
+    assert crash["status"] == "failed"

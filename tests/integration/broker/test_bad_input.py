@@ -164,3 +164,39 @@ def test_malformed_body_closes_connection(victim_and_bystander):
         bad.send_raw(struct.pack(">i", len(body)) + body)
         assert _closed_by_broker(bad)
     _bystander_still_served(bystander)
+
+
+@pytest.mark.parametrize("api_name,version,body", [
+    ("Produce", 9, lambda R: R(acks=-1, timeout_ms=1000, topic_data=None)),
+    ("Produce", 9, lambda R: R(acks=-1, timeout_ms=1000, topic_data=[R.TopicProduceData(name="t", partition_data=None)])),
+    ("Fetch", 12, lambda R: R(max_wait_ms=0, topics=None)),
+    ("ListOffsets", 7, lambda R: R(topics=None)),
+    ("TxnOffsetCommit", 3, lambda R: R(transactional_id="t", group_id=None, topics=[])),
+], ids=["produce-topic_data", "produce-partition_data", "fetch-topics", "list_offsets-topics",
+        "txn_offset_commit-group_id"])
+def test_null_in_a_non_nullable_field_is_malformed(victim_and_bystander, api_name, version, body):
+    """Kafka's generated readers throw on null where the schema does not allow it, and the
+    request is refused at parse time (the connection closes): never an internal error."""
+    broker, bystander = victim_and_bystander
+    with RawConnection(broker.bootstrap) as bad:
+        bad.send_raw(bad.encode_request(api_name, version, body(API[api_name].Request)))
+        assert _closed_by_broker(bad)
+    _bystander_still_served(bystander)
+    deadline = time.monotonic() + 5
+    while "was serialized as null" not in _log_text(broker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    text = _log_text(broker)
+    assert "was serialized as null" in text
+    assert "internal error" not in text
+
+
+def test_malformed_frame_warnings_are_rate_limited_per_peer(victim_and_bystander):
+    """A peer sending garbage in a loop gets a few warning lines, not one per frame."""
+    broker, bystander = victim_and_bystander
+    for _ in range(40):
+        with RawConnection(broker.bootstrap) as bad:
+            body = struct.pack(">hhi", 9999, 0, 7) + struct.pack(">h", 1) + b"x"
+            bad.send_raw(struct.pack(">i", len(body)) + body)
+            assert _closed_by_broker(bad)
+    _bystander_still_served(bystander)
+    assert 1 <= _log_text(broker).count("unknown API key 9999") <= 5

@@ -61,3 +61,25 @@ def test_describe_configs_through_admin(broker_factory):
     configs = list(res.values())[0].result(10)
     assert configs["retention.ms"].value == "12345"
     assert configs["segment.bytes"].value == "1048576"
+
+
+def test_create_topics_over_the_controllers_limits_is_refused_whole(broker):
+    """Kafka 4.3.1's QuorumController refuses a CreateTopics asking for more than 10000 partitions
+    (or records) with POLICY_VIOLATION for every topic of it (measured); nothing is created."""
+    from broker_impl.codec import API
+
+    from .rawclient import RawConnection
+
+    R = API["CreateTopics"].Request
+    T = R.CreatableTopic
+    with RawConnection(broker.bootstrap) as conn:
+        for topics, message in (([T(name="huge", num_partitions=2**31 - 1, replication_factor=1)],
+                                 "Excessively large number of partitions per request."),
+                                ([T(name=f"half-{i}", num_partitions=6000, replication_factor=1) for i in range(2)],
+                                 "Excessively large number of partitions per request."),
+                                ([T(name="ten-k", num_partitions=10000, replication_factor=1)],
+                                 "Unable to perform excessively large batch operation.")):
+            resp = conn.request("CreateTopics", 7, R(topics=topics, timeout_ms=5000))
+            assert [(t.error_code, t.error_message) for t in resp.topics] == [(44, message)] * len(topics)
+        md = conn.request("Metadata", 12, API["Metadata"].Request(topics=None))
+        assert not {t.name for t in md.topics} & {"huge", "half-0", "half-1", "ten-k"}

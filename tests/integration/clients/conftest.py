@@ -26,6 +26,19 @@ KNOWN_INCOMPATIBLE = {
         "Tansu 0.6.0 closes the connection on ApiVersions v5 that carries clusterId/nodeId, which "
         "kafka-clients 4.4 sends to every broker after bootstrap: initTransactions/poll never complete"
     ),
+    ("tansu", "franz-go"): (
+        "Tansu 0.6.0 closes the connection during franz-go 1.22's ApiVersions negotiation (measured: "
+        "init_transactions fails with 'broker closed the connection immediately during api versions "
+        "negotiation')"
+    ),
+    ("tansu", "aiokafka"): (
+        "Tansu 0.6.0 answers aiokafka 0.14's InitProducerId with UNKNOWN_SERVER_ERROR (measured: "
+        "init_transactions fails, code -1)"
+    ),
+    ("tansu", "kafkajs"): (
+        "Tansu 0.6.0 answers KafkaJS 2.2's InitProducerId with UNKNOWN_SERVER_ERROR (measured: "
+        "init_transactions fails, code -1)"
+    ),
 }
 
 # Broker behaviour a target is known to get wrong, measured here with more than one client. A test

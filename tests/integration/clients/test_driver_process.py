@@ -6,6 +6,7 @@ behave as they would against a dead broker, which is exactly what deadline handl
 
 from __future__ import annotations
 
+import socket
 import sys
 import threading
 import time

@@ -4,6 +4,7 @@ going away. Raw connections (the project's codec over a plain socket) and a real
 from __future__ import annotations
 
 import json
+import socket
 import struct
 import threading
 import time
@@ -68,17 +69,22 @@ def test_sever_connections_by_control_call(proxied_broker):
     assert wait_for_events(pb.proxy, "close")[0]["reason"] == "severed by control call"
 
 
-def test_a_node_that_is_down_resets_new_connections_and_comes_back(proxied_broker):
+def test_a_node_that_is_down_refuses_connections_and_comes_back(proxied_broker):
     pb = proxied_broker
     assert produce(pb.bootstrap, "bounce", [b"a"]) == [None]
     pb.broker.stop()
     with RawConnection(pb.bootstrap) as conn:
-        # accepted by the proxy, nothing behind it: reset, as close as it gets to "refused"
+        # accepted by the proxy before it knew, nothing behind it: reset, not an orderly close
         with pytest.raises(ConnectionResetError):
             conn.sock.recv(4)
     assert pb.proxy.events_of("refused")
+    assert wait_for_events(pb.proxy, "node_down")
+    # from now on the port is closed, as the dead broker's own: connections are refused
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", pb.node.port), timeout=5).close()
     pb.broker.start()  # same port (BrokerProcess keeps it), so the upstream stays right
     pb.node.set_upstream("127.0.0.1", pb.broker.port)
+    assert wait_for_events(pb.proxy, "node_up")  # the proxy listens again once the node accepts
     assert produce(pb.bootstrap, "bounce", [b"b"]) == [None]
 
 

@@ -76,3 +76,22 @@ def test_checks_catch_aborted_records_in_read_committed(tmp_path):
     failed = [c for c in evaluate(case, bad) if not c["passed"]]
     assert [c["name"] for c in failed] == ["records(isolation=read_committed, topic=t1)"]
     assert "a0" in failed[0]["message"]
+
+
+def _request_step(error_message, producer_id, log_start_offset):
+    response = {"throttle_time_ms": 7, "responses": [{"name": "t1", "partition_responses": [
+        {"index": 0, "error_code": 45, "log_start_offset": log_start_offset, "error_message": error_message}]}]}
+    return {"steps": [{"step": 0, "actor": "raw", "op": "request", "ok": True, "elapsed_ms": 1.0,
+                       "data": {"error": "OUT_OF_ORDER_SEQUENCE_NUMBER", "response": response,
+                                "request": {"api": "Produce", "version": 9}, "producer_id": producer_id}}]}
+
+
+def test_raw_request_steps_keep_their_response_and_are_diffed_field_by_field():
+    kafka = normalise_outcome(_request_step(None, 1000, 0))
+    embedded = normalise_outcome(_request_step("Out of order sequence number", 1, -1))
+    assert kafka["steps"][0]["data"] == {"response": {
+        "throttle_time_ms": "<masked>", "responses": {"name=t1": {"name": "t1", "partition_responses": {
+            "index=0": {"index": 0, "error_code": 45, "log_start_offset": 0, "error_message": None}}}}}}
+    diff = {d["path"]: (d["reference"], d["actual"]) for d in structural_diff(kafka, embedded)}
+    where = "steps[0].data.response.responses.name=t1.partition_responses.index=0"
+    assert diff == {f"{where}.error_message": (None, "<text>"), f"{where}.log_start_offset": (0, -1)}

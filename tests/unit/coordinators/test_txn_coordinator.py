@@ -1,7 +1,8 @@
-"""TransactionCoordinator on real parts (TopicRegistry, PartitionLog, ProducerIdManager, the
-txn log on disk) without sockets: state machine, error codes per state, markers, LSO, fencing,
-timeout abort and recovery of Prepare* after a "crash" (the objects are dropped without a
-clean close and rebuilt from the same directory)."""
+"""TransactionCoordinator of a real one-node broker (its TopicRegistry, PartitionLog,
+ProducerIdManager, the txn log on disk; markers over its own listener), called directly: state
+machine, error codes per state, markers, LSO, fencing, timeout abort and recovery of Prepare*
+after a "crash" (the broker is dropped without a clean close and started again on the same
+directory)."""
 
 from __future__ import annotations
 
@@ -129,12 +130,13 @@ async def test_prepare_commit_is_completed_after_restart(tmp_path, nursery):
     # PrepareCommit made durable, then "crash" before any marker
     md = c.txn_manager.get("tx")
     transit = md.prepare_abort_or_commit(S.PREPARE_COMMIT, TV_0, -1, 1, False)
-    assert c.txn_manager.append_transaction_to_log("tx", c.txn_manager.coordinator_epoch, transit) == Errors.NONE
-    old_epoch = c.txn_manager.coordinator_epoch
+    old_epoch = c.txn_manager.coordinator_epoch_of("tx")
+    assert await c.txn_manager.append_transaction_to_log("tx", old_epoch, transit) == Errors.NONE
     node.crash()
     node2 = await started(tmp_path, nursery)
     c2 = node2.txn_coordinator
-    assert c2.txn_manager.coordinator_epoch == old_epoch + 1
+    # the __transaction_state leader epoch of a single KRaft node after a restart (Kafka 4.3.1: +2)
+    assert c2.txn_manager.coordinator_epoch_of("tx") == old_epoch + 2
     await settle(c2)
     assert c2.txn_manager.get("tx").state is S.COMPLETE_COMMIT
     for p in (0, 1):
@@ -154,6 +156,11 @@ async def test_verification_of_unadded_partition(tmp_path, nursery):
     c, pid, e0 = await open_txn(node, "tx", {("t", 0)}, records=False)
     res = c.verify_partitions("tx", pid, e0, [("t", 0), ("t", 1)])
     assert res == {("t", 0): Errors.NONE, ("t", 1): Errors.TRANSACTION_ABORTABLE}
+    # as a partition leader asks it, over the network (AddPartitionsToTxn v5 verify_only)
+    verify = node.broker.add_partitions_manager.verify
+    assert await verify("tx", pid, e0, ("t", 0), add=False) == Errors.NONE
+    assert await verify("tx", pid, e0, ("t", 1), add=False) == Errors.TRANSACTION_ABORTABLE
+    assert await verify("tx", pid, e0 + 1, ("t", 1), add=False) == Errors.PRODUCER_FENCED
     assert c.verification_error_for_produce(Errors.TRANSACTION_ABORTABLE, 0) == Errors.INVALID_TXN_STATE
     assert c.verification_error_for_produce(Errors.TRANSACTION_ABORTABLE, 1) == Errors.TRANSACTION_ABORTABLE
     assert c.verification_error_for_produce(Errors.PRODUCER_FENCED, 1) == Errors.INVALID_PRODUCER_EPOCH
@@ -166,7 +173,7 @@ async def test_expired_transactional_id_is_tombstoned(tmp_path, nursery):
     c = node.txn_coordinator
     _, pid, e0 = await c.init_producer_id("tx", 60000, None)
     await trio.sleep(0.01)
-    assert c.txn_manager.remove_expired_transactional_ids(10**13) == ["tx"]
+    assert await c.txn_manager.remove_expired_transactional_ids(10**13) == ["tx"]
     assert c.txn_manager.get("tx") is None
     node.crash()
     node2 = await started(tmp_path, nursery)

@@ -1,43 +1,49 @@
-"""Helpers shared by the TransactionCoordinator tests: a node made of the broker's real parts
-(TopicRegistry, PartitionLog, ProducerIdManager, the txn log on disk), the test decorator that runs
-a coroutine in a nursery, and the steps most tests begin with."""
+"""Helpers shared by the TransactionCoordinator tests: a real one-node Broker (its TopicRegistry,
+PartitionLog, ProducerIdManager, the txn log on disk) serving on a loopback port -- so the
+coordinator's WriteTxnMarkers cross a real socket to its own listener, as Kafka's do -- the test
+decorator that runs a coroutine in a nursery, and the steps most tests begin with."""
 
 from __future__ import annotations
 
 import trio
 
-from broker_impl.cluster.topics import TopicRegistry
 from broker_impl.config import BrokerConfig
-from broker_impl.coordinators.group import GroupCoordinator
-from broker_impl.coordinators.producer_ids import ProducerIdManager
-from broker_impl.coordinators.transaction import TransactionCoordinator
 from broker_impl.log import records as rec
-from broker_impl.log.partition_log import PartitionLog
 from broker_impl.protocol.errors import Errors
+from broker_impl.server.broker import Broker
 
 
 class Node:
-    """The broker attributes the coordinator uses, made of the real components."""
+    """A Broker serving in a cancel scope of its own; ``crash`` drops it without a clean close."""
 
-    def __init__(self, data_dir, nursery, **configs):
-        self.config = BrokerConfig({"transaction.state.log.num.partitions": "3", **configs})
-        self.data_dir = data_dir
-        self.topics = TopicRegistry(data_dir, lambda d, c: PartitionLog(str(d), self.config.log_config(c)))
-        self.topics.load()
-        self.producer_ids = ProducerIdManager(data_dir)
-        self.nursery = nursery
-        self.appends = 0
-        # The markers of a transaction with offsets settle them in the group coordinator.
-        self.group_coordinator = GroupCoordinator(self.config, self.topics)
-        self.txn_coordinator = TransactionCoordinator(self)
+    def __init__(self, data_dir, **configs):
+        self.broker = Broker(BrokerConfig({"transaction.state.log.num.partitions": "3", **configs}), data_dir,
+                             port=0)
+        self._scope: trio.CancelScope | None = None
 
-    def notify_append(self):
-        self.appends += 1
+    @property
+    def topics(self):
+        return self.broker.topics
+
+    @property
+    def txn_coordinator(self):
+        return self.broker.txn_coordinator
+
+    @property
+    def group_coordinator(self):
+        return self.broker.group_coordinator
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        with trio.CancelScope() as self._scope:
+            await self.broker.serve(task_status=task_status)
 
     def crash(self):
-        for t in self.topics.topics.values():
+        """As kill -9: files closed as they are (no snapshot, no clean-shutdown marker), every task
+        of the broker stopped at its next checkpoint."""
+        for t in self.broker.topics.topics.values():
             for p in t.partitions:
                 p.log.abandon()
+        self._scope.cancel()
 
 
 async def eventually(condition, step: float = 0.01, timeout: float = 5) -> None:
@@ -49,8 +55,8 @@ async def eventually(condition, step: float = 0.01, timeout: float = 5) -> None:
 
 async def started(tmp_path, nursery, topics: dict[str, int] | None = None, **configs) -> Node:
     """A node whose coordinator has loaded its log, with ``topics`` (name -> partitions) created."""
-    node = Node(tmp_path, nursery, **configs)
-    await node.txn_coordinator.start(nursery)
+    node = Node(tmp_path, **configs)
+    await nursery.start(node.run)
     await eventually(lambda: not node.txn_coordinator.txn_manager.loading)
     for name, partitions in (topics or {}).items():
         node.topics.create(name, partitions)

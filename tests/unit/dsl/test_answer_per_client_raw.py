@@ -13,7 +13,7 @@ from conformance.dsl import CaseError, load_case
 from conformance.dsl.model import Expect
 from conformance.runner.checks import data_matches, evaluate, expect_matches, unspecified_check
 from conformance.raw import build_request, namespace_body
-from conformance.refs import RefError, dig, resolve
+from conformance.refs import RefError, resolve, step_lookup
 
 BASE = """
 title: t
@@ -161,8 +161,7 @@ def test_raw_request_steps_load_and_build(tmp_path):
     step = case.steps[2]
     assert (step.actor, step.op, step.args["api"], step.args["version"]) == ("raw", "request", "Produce", 9)
     data = {"init": {"producer_id": 4000, "producer_epoch": 3}}
-    body = namespace_body(resolve(step.args["body"], lambda name, path: dig(data[name], path, name)),
-                          lambda n: f"{n}-zz")
+    body = namespace_body(resolve(step.args["body"], step_lookup(data.get)), lambda n: f"{n}-zz")
     assert body["transactional_id"] == "x-zz" and body["topic_data"][0]["name"] == "t1-zz"
     frame = build_request("Produce", 9, body, correlation_id=7)
     api = API["Produce"]
@@ -185,16 +184,10 @@ def test_raw_request_errors(tmp_path):
     assert err.field == "steps[1].body"
     err = error_of(tmp_path, "  - {actor: raw, op: request, api: EndTransaction, version: 1, body: {}}\n")
     assert err.field == "steps[1].api"
-    def lookup(data):
-        def one(name, path):
-            if name not in data:
-                raise RefError(f"no step {name}")
-            return dig(data[name], path, name)
-        return one
     with pytest.raises(RefError):
-        resolve({"producer_id": "${nope.producer_id}"}, lookup({}))
+        resolve({"producer_id": "${nope.producer_id}"}, step_lookup({}.get))
     with pytest.raises(RefError):
-        resolve("${init.missing}", lookup({"init": {"producer_id": 1}}))
+        resolve("${init.missing}", step_lookup({"init": {"producer_id": 1}}.get))
     assert namespace_body({"transactional_id": ""}, lambda n: n + "-zz") == {"transactional_id": ""}
 
 

@@ -5,6 +5,8 @@ KIP-893 for nullable structs), not against our own encoder's output.
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 
 from broker_impl.protocol.codegen import ProtocolError, read_uvarint, uvarint_bytes
@@ -206,3 +208,47 @@ def test_trailing_bytes_after_a_message_are_left_to_the_caller():
     back, end = a.request.decode(13, frame, pos)
     assert back == obj
     assert end == len(frame) - 3
+
+
+# ------------------------------------------------------------------ schema violations
+# What Kafka's generated readers refuse (RuntimeException at parse time, so the broker closes
+# the connection): null in a non-nullable field or array element, a string longer than 32767
+# bytes, an array claiming more elements than there are bytes left.
+def test_null_in_a_non_nullable_array_is_a_protocol_error():
+    a = API["Produce"]
+    body = a.request.encode(9, a.Request(acks=-1, timeout_ms=5, topic_data=None))
+    with pytest.raises(ProtocolError, match="non-nullable field TopicData was serialized as null"):
+        a.request.decode(9, body, 0)
+
+
+def test_null_in_a_non_nullable_string_is_a_protocol_error():
+    a = API["TxnOffsetCommit"]
+    for version in (0, 3):  # classic and compact strings
+        body = a.request.encode(version, a.Request(transactional_id="t", group_id=None, topics=[]))
+        with pytest.raises(ProtocolError, match="non-nullable field GroupId was serialized as null"):
+            a.request.decode(version, body, 0)
+
+
+def test_null_where_the_schema_allows_it_decodes_as_none():
+    a = API["Metadata"]
+    obj, _ = a.request.decode(12, a.request.encode(12, a.Request(topics=None)), 0)
+    assert obj.topics is None
+
+
+def test_array_elements_are_never_nullable():
+    # DescribeGroups v0: groups is []string; an element with length -1
+    data = struct.pack(">i", 1) + struct.pack(">h", -1)
+    with pytest.raises(ProtocolError, match="Groups element was serialized as null"):
+        API["DescribeGroups"].request.decode(0, data, 0)
+
+
+def test_string_longer_than_32767_is_a_protocol_error():
+    data = b"\x81\x80\x02" + b"a" * 32768 + b"\x02b\x00"  # compact length 32769 - 1
+    with pytest.raises(ProtocolError, match="had invalid length 32768"):
+        API["ApiVersions"].request.decode(3, data, 0)
+
+
+def test_array_longer_than_the_bytes_left_is_a_protocol_error():
+    data = struct.pack(">i", 1_000_000) + b"\x00" * 8
+    with pytest.raises(ProtocolError, match="Tried to allocate a collection of size 1000000"):
+        API["DescribeGroups"].request.decode(0, data, 0)

@@ -48,7 +48,7 @@ def fault(action: str, node: int) -> FaultDef:
 
 def test_each_node_number_is_its_own_role():
     t = RecordingNodes(3)
-    r = FaultRealiser(t, Namespace("x"), {})
+    r = FaultRealiser(t, Namespace("x"))
     for f in (fault("crash", 1), fault("crash", 2), fault("restart", 1), fault("restart", 2)):
         r.apply(f)
     assert t.calls == [("kill", 1), ("kill", 2), ("restart", 1), ("restart", 2)]
@@ -56,7 +56,7 @@ def test_each_node_number_is_its_own_role():
 
 def test_pause_then_resume_names_the_same_node():
     t = RecordingNodes(3)
-    r = FaultRealiser(t, Namespace("x"), {})
+    r = FaultRealiser(t, Namespace("x"))
     r.apply(fault("pause", 3))
     r.apply(fault("resume", 3))
     assert t.calls == [("pause", 3), ("resume", 3)]

@@ -1,0 +1,277 @@
+"""The controller of an embedded cluster: the one owner of the cluster's metadata (Kafka's
+QuorumController with its ClusterControlManager, ReplicationControlManager and
+ProducerIdControlManager, reduced to one decision maker).
+
+What it decides, as KRaft's controller does:
+- brokers: a registration (a new incarnation) starts fenced; a heartbeat from a broker that has
+  applied the metadata up to its registration unfences it; a broker without a heartbeat for
+  ``broker.session.timeout.ms`` is fenced; a registration with a new incarnation fences the old
+  one first (a restart within the session timeout); controlled shutdown takes a broker out of
+  every ISR and leadership before it stops.
+- partitions: replicas placed round-robin over the alive brokers; the leader is the first
+  alive replica in the ISR (the current one stays while it qualifies); a fenced broker leaves
+  every ISR, except the last member, which stays (the partition is then leaderless until it
+  returns); when no ISR member can lead, an out-of-sync alive replica is elected only when
+  ``unclean.leader.election.enable`` (topic config, else broker config) says so, and it becomes
+  the whole ISR. A new leader bumps the leader epoch; any change bumps the partition epoch.
+- AlterPartition: the leader's ISR changes, refused with FENCED_LEADER_EPOCH /
+  INVALID_UPDATE_VERSION when it names an old leader or partition epoch, INELIGIBLE_REPLICA for a
+  fenced broker, STALE_BROKER_EPOCH for an old incarnation.
+- producer ids: blocks of 1000 per request (AllocateProducerIds), never reused.
+
+Quorum: with a dedicated controller (``quorum_nodes`` empty) this process alone is the quorum.
+In a combined topology the quorum lives on the nodes themselves (Kafka's
+``process.roles=broker,controller``): the controller then decides nothing while fewer than a
+majority of those nodes have a live session -- as a Raft quorum that lost its majority, it
+freezes leader elections, ISR changes and registrations (REQUEST_TIMED_OUT).
+
+Every change is one step of the metadata log: the image's offset moves on, the image is written
+durably (``metadata_image.json``, replaced atomically) and handed to every listener (the server
+pushes it to the brokers). This module does no I/O besides that file: the server
+(server/controller_server.py) owns sockets and time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from pathlib import Path
+from typing import Callable
+
+from ..config import BrokerConfig
+from ..protocol.errors import Errors, KafkaError
+from .durable_file import replace_durably
+from .metadata_image import NO_LEADER, BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
+from .topics import validate_topic_name
+
+log = logging.getLogger("kconform.controller")
+
+PRODUCER_ID_BLOCK_SIZE = 1000
+IMAGE_FILE = "metadata_image.json"
+
+
+class QuorumController:
+    def __init__(self, config: BrokerConfig, data_dir: Path, quorum_nodes: frozenset[int] = frozenset()):
+        self.config = config
+        self.session_timeout_s = config.int("broker.session.timeout.ms") / 1000.0
+        self.quorum_nodes = frozenset(quorum_nodes)
+        self.data_dir = Path(data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._file = self.data_dir / IMAGE_FILE
+        self.image = MetadataImage()
+        if self._file.exists():
+            self.image = MetadataImage.from_dict(json.loads(self._file.read_text()))
+        #: broker id -> (monotonic) time of its last registration or heartbeat
+        self.last_contact: dict[int, float] = {}
+        self.listeners: list[Callable[[MetadataImage], None]] = []
+        self._next_placement = 0
+
+    # ================================================================== the log
+    def _commit(self, why: str) -> None:
+        self.image.offset += 1
+        replace_durably(self._file, json.dumps(self.image.to_dict()))
+        log.debug("metadata offset %d: %s", self.image.offset, why)
+        for listener in self.listeners:
+            listener(self.image)
+
+    def has_quorum(self, now: float) -> bool:
+        if not self.quorum_nodes:
+            return True
+        live = sum(1 for n in self.quorum_nodes if now - self.last_contact.get(n, float("-inf")) <= self.session_timeout_s)
+        return 2 * live > len(self.quorum_nodes)
+
+    # ================================================================== brokers
+    def register_broker(self, broker_id: int, incarnation_id: str, host: str, port: int,
+                        now: float) -> tuple[Errors, int]:
+        """BrokerRegistration: (error, broker epoch)."""
+        self.last_contact[broker_id] = now
+        if not self.has_quorum(now):
+            return Errors.REQUEST_TIMED_OUT, -1
+        old = self.image.brokers.get(broker_id)
+        if old is not None and old.incarnation_id == incarnation_id:
+            return Errors.NONE, old.broker_epoch        # the same start asking again
+        if old is not None and not old.fenced:
+            log.info("broker %d registers a new incarnation: fencing the old one", broker_id)
+            self._fence(broker_id)
+        epoch = self.image.offset + 1
+        self.image.brokers[broker_id] = BrokerRegistration(broker_id, incarnation_id, epoch, host, port, fenced=True)
+        self._commit(f"register broker {broker_id} at {host}:{port}")
+        return Errors.NONE, epoch
+
+    def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int, want_shut_down: bool,
+                  now: float) -> tuple[Errors, bool, bool]:
+        """BrokerHeartbeat: (error, is fenced, should shut down)."""
+        reg = self.image.brokers.get(broker_id)
+        if reg is None:
+            return Errors.BROKER_ID_NOT_REGISTERED, True, False
+        if reg.broker_epoch != broker_epoch:
+            return Errors.STALE_BROKER_EPOCH, True, False
+        self.last_contact[broker_id] = now
+        if not self.has_quorum(now):
+            return Errors.REQUEST_TIMED_OUT, reg.fenced, False
+        if want_shut_down:
+            if not reg.in_controlled_shutdown:
+                reg.in_controlled_shutdown = True
+                self._move_away(broker_id)
+                self._commit(f"controlled shutdown of broker {broker_id}")
+            return Errors.NONE, reg.fenced, True
+        if reg.fenced and metadata_offset >= reg.broker_epoch:
+            reg.fenced = False
+            self._elect_leaderless(broker_id)
+            self._commit(f"unfence broker {broker_id}")
+        return Errors.NONE, reg.fenced, False
+
+    def tick(self, now: float) -> None:
+        """Fence every broker whose session expired."""
+        if not self.has_quorum(now):
+            return
+        for broker_id, reg in sorted(self.image.brokers.items()):
+            if reg.fenced:
+                continue
+            if now - self.last_contact.get(broker_id, float("-inf")) > self.session_timeout_s:
+                log.info("broker %d: no heartbeat for %.1f s: fenced", broker_id, self.session_timeout_s)
+                self._fence(broker_id)
+                self._commit(f"fence broker {broker_id}")
+
+    def _fence(self, broker_id: int) -> None:
+        self.image.brokers[broker_id].fenced = True
+        self._move_away(broker_id)
+
+    def _move_away(self, broker_id: int) -> None:
+        """Take ``broker_id`` out of every ISR (the last member stays) and every leadership."""
+        for topic in self.image.topics.values():
+            for i, part in enumerate(topic.partitions):
+                if broker_id not in part.replicas:
+                    continue
+                new = part.copy()
+                if broker_id in new.isr and len(new.isr) > 1:
+                    new.isr = [r for r in new.isr if r != broker_id]
+                self._elect(topic, new, exclude=broker_id)
+                self._apply(topic, i, new)
+
+    def _elect_leaderless(self, broker_id: int) -> None:
+        """A broker came back: the partitions it replicates that have no leader may get one."""
+        for topic in self.image.topics.values():
+            for i, part in enumerate(topic.partitions):
+                if part.leader == NO_LEADER and broker_id in part.replicas:
+                    new = part.copy()
+                    self._elect(topic, new)
+                    self._apply(topic, i, new)
+
+    # ================================================================== elections
+    def _acceptable(self, replica: int, exclude: int | None) -> bool:
+        reg = self.image.brokers.get(replica)
+        return replica != exclude and reg is not None and reg.alive
+
+    def unclean_election_enabled(self, topic: TopicImage) -> bool:
+        value = topic.configs.get("unclean.leader.election.enable",
+                                  self.config.str("unclean.leader.election.enable"))
+        return str(value).lower() == "true"
+
+    def _elect(self, topic: TopicImage, part: PartitionRegistration, exclude: int | None = None) -> None:
+        """PartitionChangeBuilder.electAnyLeader on ``part`` (changed in place)."""
+        if part.leader != NO_LEADER and part.leader in part.isr and self._acceptable(part.leader, exclude):
+            return
+        leader = next((r for r in part.replicas if r in part.isr and self._acceptable(r, exclude)), NO_LEADER)
+        if leader == NO_LEADER and self.unclean_election_enabled(topic):
+            leader = next((r for r in part.replicas if self._acceptable(r, exclude)), NO_LEADER)
+            if leader != NO_LEADER:
+                log.info("unclean election: %s leader %d (ISR was %s)", topic.name, leader, part.isr)
+                part.isr = [leader]
+        if leader != part.leader:
+            part.leader = leader
+            part.leader_epoch += 1
+
+    @staticmethod
+    def _apply(topic: TopicImage, index: int, new: PartitionRegistration) -> bool:
+        """Make ``new`` partition ``index`` of ``topic`` if it differs (a new partition epoch)."""
+        old = topic.partitions[index]
+        if (new.leader, new.isr, new.replicas) == (old.leader, old.isr, old.replicas):
+            return False
+        new.partition_epoch = old.partition_epoch + 1
+        topic.partitions[index] = new
+        return True
+
+    # ================================================================== topics
+    def create_topic(self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str],
+                     validate_only: bool = False, now: float = 0.0) -> TopicImage:
+        """CreateTopics for one topic; raises KafkaError (TOPIC_ALREADY_EXISTS,
+        INVALID_REPLICATION_FACTOR, INVALID_PARTITIONS, INVALID_TOPIC_EXCEPTION)."""
+        if not self.has_quorum(now):
+            raise KafkaError(Errors.REQUEST_TIMED_OUT, "The controller has no quorum.")
+        validate_topic_name(name)
+        if name in self.image.topics:
+            raise KafkaError(Errors.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        if num_partitions <= 0:
+            raise KafkaError(Errors.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.")
+        if replication_factor <= 0:
+            raise KafkaError(Errors.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+        usable = [b.broker_id for b in self.image.alive_brokers()]
+        if replication_factor > len(usable):
+            raise KafkaError(Errors.INVALID_REPLICATION_FACTOR,
+                             f"Unable to replicate the partition {replication_factor} time(s): The target replication "
+                             f"factor of {replication_factor} cannot be reached because only {len(usable)} broker(s) "
+                             "are registered.")
+        start = self._next_placement
+        parts = []
+        for p in range(num_partitions):
+            replicas = [usable[(start + p + i) % len(usable)] for i in range(replication_factor)]
+            parts.append(PartitionRegistration(replicas, list(replicas), replicas[0], 0, 0))
+        topic = TopicImage(name, uuid.uuid4().bytes, dict(configs), parts)
+        if validate_only:
+            return topic
+        self._next_placement += 1
+        self.image.topics[name] = topic
+        self._commit(f"create topic {name} ({num_partitions} partitions, replication {replication_factor})")
+        return topic
+
+    def delete_topic(self, name: str, now: float = 0.0) -> TopicImage:
+        if not self.has_quorum(now):
+            raise KafkaError(Errors.REQUEST_TIMED_OUT, "The controller has no quorum.")
+        topic = self.image.topics.pop(name, None)
+        if topic is None:
+            raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        self._commit(f"delete topic {name}")
+        return topic
+
+    # ================================================================== AlterPartition
+    def alter_partition(self, broker_id: int, broker_epoch: int, topic_name: str, index: int, leader_epoch: int,
+                        partition_epoch: int, new_isr: list[int], now: float) -> tuple[Errors, PartitionRegistration | None]:
+        reg = self.image.brokers.get(broker_id)
+        if reg is None or reg.broker_epoch != broker_epoch:
+            return Errors.STALE_BROKER_EPOCH, None
+        if not self.has_quorum(now):
+            return Errors.REQUEST_TIMED_OUT, None
+        topic = self.image.topics.get(topic_name)
+        if topic is None or not 0 <= index < len(topic.partitions):
+            return Errors.UNKNOWN_TOPIC_OR_PARTITION, None
+        part = topic.partitions[index]
+        if leader_epoch != part.leader_epoch:
+            return Errors.FENCED_LEADER_EPOCH, part.copy()
+        if broker_id != part.leader:
+            return Errors.INVALID_REQUEST, part.copy()
+        if partition_epoch != part.partition_epoch:
+            return Errors.INVALID_UPDATE_VERSION, part.copy()
+        if not new_isr or any(r not in part.replicas for r in new_isr) or broker_id not in new_isr:
+            return Errors.INVALID_REQUEST, part.copy()
+        if any(r not in part.isr and not self._acceptable(r, None) for r in new_isr):
+            return Errors.INELIGIBLE_REPLICA, part.copy()
+        new = part.copy()
+        new.isr = [r for r in part.replicas if r in new_isr]
+        if self._apply(topic, index, new):
+            log.info("%s-%d: ISR %s -> %s (leader %d)", topic_name, index, part.isr, new.isr, broker_id)
+            self._commit(f"alter partition {topic_name}-{index}")
+        return Errors.NONE, topic.partitions[index].copy()
+
+    # ================================================================== producer ids
+    def allocate_producer_ids(self, broker_id: int, broker_epoch: int, now: float) -> tuple[Errors, int, int]:
+        reg = self.image.brokers.get(broker_id)
+        if reg is None or reg.broker_epoch != broker_epoch:
+            return Errors.STALE_BROKER_EPOCH, -1, 0
+        if not self.has_quorum(now):
+            return Errors.REQUEST_TIMED_OUT, -1, 0
+        first = self.image.next_producer_id
+        self.image.next_producer_id += PRODUCER_ID_BLOCK_SIZE
+        self._commit(f"producer ids {first}.. to broker {broker_id}")
+        return Errors.NONE, first, PRODUCER_ID_BLOCK_SIZE

@@ -1,0 +1,181 @@
+"""A broker's side of the controller channel (Kafka's BrokerLifecycleManager, plus the metadata
+listener and the forwarding of controller requests).
+
+- At start it registers (node id, a new incarnation id, its advertised listener) and heartbeats
+  every ``broker.heartbeat.interval.ms``, naming the metadata offset it applied; the controller
+  unfences it once that offset covers its registration. The broker reports itself started
+  (``ready``) once it is unfenced, as a KRaft broker opens to clients only then.
+- Every metadata image the controller pushes goes to the replica manager, which turns it into
+  leader/follower changes (``ReplicaManager.apply_image``); while fenced, a new image triggers
+  a heartbeat at once, so the broker is unfenced as soon as it caught up.
+- ``request`` carries what a broker asks the controller (CreateTopics / DeleteTopics forwarded,
+  AlterPartition, AllocateProducerIds); ControllerUnavailable when the channel is down.
+- The channel is re-opened after any failure (the controller restarted): the same incarnation
+  registers again and keeps its broker epoch, as a reconnect is not a restart.
+- ``controlled_shutdown`` (SIGTERM): a heartbeat asking to shut down, after which the controller
+  has moved every leadership away; the broker then closes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import uuid
+
+import trio
+
+from ..cluster.controller_channel import ChannelClosed, LineChannel, parse_voters
+from ..cluster.metadata_image import MetadataImage
+from ..protocol.errors import Errors
+
+log = logging.getLogger("kconform.broker.lifecycle")
+
+RECONNECT_BACKOFF_S = 0.2
+REQUEST_TIMEOUT_S = 30.0
+
+
+class ControllerUnavailable(Exception):
+    """The controller cannot be asked right now (channel down, or no answer in time)."""
+
+
+class BrokerLifecycleManager:
+    def __init__(self, broker):
+        self.broker = broker
+        voters = parse_voters(broker.config.str("controller.quorum.voters"))
+        if not voters:
+            raise ValueError("a broker of a cluster needs controller.quorum.voters")
+        _, self.host, self.port = voters[0]
+        self.incarnation_id = uuid.uuid4().hex
+        self.broker_epoch = -1
+        self.fenced = True
+        self.applied_offset = -1
+        self.heartbeat_interval_s = broker.config.int("broker.heartbeat.interval.ms") / 1000.0
+        self.ready = trio.Event()
+        self._chan: LineChannel | None = None
+        self._ids = itertools.count(1)
+        self._waiting: dict[int, list] = {}     # request id -> [event, reply]
+        self._beat_now = trio.Event()
+        self._shutting_down = False
+
+    # ------------------------------------------------------------------ requests
+    async def request(self, op: str, timeout_s: float = REQUEST_TIMEOUT_S, **fields) -> dict:
+        chan = self._chan
+        if chan is None:
+            raise ControllerUnavailable("not connected to the controller")
+        rid = next(self._ids)
+        slot = [trio.Event(), None]
+        self._waiting[rid] = slot
+        try:
+            try:
+                await chan.send({"op": op, "id": rid, **fields})
+            except ChannelClosed as exc:
+                raise ControllerUnavailable(str(exc)) from None
+            with trio.move_on_after(timeout_s):
+                await slot[0].wait()
+            if slot[1] is None:
+                raise ControllerUnavailable(f"no answer to {op} within {timeout_s:.0f} s")
+            return slot[1]
+        finally:
+            self._waiting.pop(rid, None)
+
+    def _fail_waiting(self) -> None:
+        for slot in self._waiting.values():
+            slot[0].set()      # reply None: ControllerUnavailable
+        self._waiting.clear()
+
+    # ------------------------------------------------------------------ the channel
+    async def run(self) -> None:
+        """Keep a session with the controller for as long as the broker runs."""
+        while True:
+            try:
+                stream = await trio.open_tcp_stream(self.host, self.port)
+            except OSError as exc:
+                log.debug("controller %s:%d not reachable: %s", self.host, self.port, exc)
+                await trio.sleep(RECONNECT_BACKOFF_S)
+                continue
+            chan = LineChannel(stream)
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._read, chan, nursery.cancel_scope)
+                    self._chan = chan
+                    await self._register()
+                    await self._heartbeats()
+            except ChannelClosed as exc:
+                log.warning("controller channel closed: %s", exc)
+            finally:
+                self._chan = None
+                self._fail_waiting()
+                await chan.aclose()
+            await trio.sleep(RECONNECT_BACKOFF_S)
+
+    async def _read(self, chan: LineChannel, scope: trio.CancelScope) -> None:
+        try:
+            while True:
+                msg = await chan.receive()
+                if msg.get("op") == "metadata":
+                    image = MetadataImage.from_dict(msg["image"])
+                    if image.offset > self.applied_offset:
+                        self.broker.replica_manager.apply_image(image)
+                        self.applied_offset = image.offset
+                    if self.fenced:
+                        self._beat_now.set()
+                    continue
+                slot = self._waiting.get(msg.get("id"))
+                if slot is not None:
+                    slot[1] = msg
+                    slot[0].set()
+        except ChannelClosed as exc:
+            log.warning("controller channel closed: %s", exc)
+            scope.cancel()
+
+    async def _register(self) -> None:
+        host, port = self.broker.advertised_address
+        while True:
+            try:
+                r = await self.request("register", broker_id=self.broker.node_id, incarnation_id=self.incarnation_id,
+                                       host=host, port=port)
+            except ControllerUnavailable as exc:
+                raise ChannelClosed(str(exc)) from None
+            if r["error"] == Errors.NONE:
+                if self.broker_epoch != r["broker_epoch"]:
+                    log.info("registered with the controller: broker epoch %d", r["broker_epoch"])
+                self.broker_epoch = r["broker_epoch"]
+                return
+            log.info("registration refused: %s; retrying", Errors(r["error"]).name)
+            await trio.sleep(RECONNECT_BACKOFF_S)
+
+    async def _heartbeats(self) -> None:
+        while True:
+            try:
+                r = await self.request("heartbeat", broker_id=self.broker.node_id, broker_epoch=self.broker_epoch,
+                                       metadata_offset=self.applied_offset, want_shut_down=False)
+            except ControllerUnavailable as exc:
+                raise ChannelClosed(str(exc)) from None
+            err = r["error"]
+            if err in (Errors.STALE_BROKER_EPOCH, Errors.BROKER_ID_NOT_REGISTERED):
+                # The controller lost our registration (it restarted with older metadata): again.
+                await self._register()
+                continue
+            if err == Errors.NONE:
+                if self.fenced != r["fenced"]:
+                    log.info("broker %d %s", self.broker.node_id, "fenced" if r["fenced"] else "unfenced")
+                self.fenced = r["fenced"]
+                if not self.fenced and self.applied_offset >= 0 and not self.ready.is_set():
+                    self.broker.producer_ids.prefetch()   # the first block, before a client needs it
+                    self.ready.set()
+            self._beat_now = trio.Event()
+            with trio.move_on_after(self.heartbeat_interval_s):
+                await self._beat_now.wait()
+
+    # ------------------------------------------------------------------ shutting down
+    async def controlled_shutdown(self, timeout_s: float = 5.0) -> None:
+        """Ask the controller to move every leadership away before this broker stops."""
+        if self._chan is None or self.broker_epoch < 0:
+            return
+        self._shutting_down = True
+        try:
+            await self.request("heartbeat", timeout_s=timeout_s, broker_id=self.broker.node_id,
+                               broker_epoch=self.broker_epoch, metadata_offset=self.applied_offset,
+                               want_shut_down=True)
+        except ControllerUnavailable as exc:
+            log.warning("controlled shutdown not acknowledged: %s", exc)

@@ -1,0 +1,164 @@
+"""The controller of an embedded cluster as a process (``process.roles=controller``): the
+QuorumController behind a listener that only brokers use (Kafka's CONTROLLER listener).
+
+What it serves, per broker connection (cluster/controller_channel): BrokerRegistration,
+BrokerHeartbeat (including controlled shutdown), CreateTopics and DeleteTopics forwarded by a
+broker, AlterPartition from partition leaders and AllocateProducerIds; and it pushes the
+metadata image to every registered broker each time it changes. A clock task fences brokers
+whose session expired. Everything runs on one trio thread, so the controller's decisions are
+serialised as KRaft's single-threaded QuorumController's are.
+
+``kconform.controller.quorum.nodes`` (``1,2,3``) names the nodes whose liveness makes the quorum
+in a combined topology (cluster/controller: no majority, no decisions); empty, this process is
+the quorum by itself (a dedicated controller).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from functools import partial
+from pathlib import Path
+
+import trio
+
+from ..cluster.controller import QuorumController
+from ..cluster.controller_channel import ChannelClosed, LineChannel
+from ..cluster.metadata_image import MetadataImage
+from ..config import BrokerConfig
+from ..protocol.errors import Errors, KafkaError
+
+log = logging.getLogger("kconform.controller")
+
+QUORUM_NODES = "kconform.controller.quorum.nodes"
+TICK_S = 0.1
+
+
+def _quorum_nodes(config: BrokerConfig) -> frozenset[int]:
+    text = config.values.get(QUORUM_NODES, "")
+    return frozenset(int(n) for n in text.split(",") if n.strip())
+
+
+class _Session:
+    """One broker connection: what goes out to it, in order."""
+
+    def __init__(self) -> None:
+        self.send, self.outbox = trio.open_memory_channel(math.inf)
+        self.broker_id: int | None = None
+
+
+class ControllerServer:
+    def __init__(self, config: BrokerConfig, data_dir: Path, host: str = "127.0.0.1", port: int = 0):
+        self.config = config
+        self.host = host
+        self.port = port
+        self.controller = QuorumController(config, Path(data_dir), _quorum_nodes(config))
+        self.controller.listeners.append(self._publish)
+        self.sessions: set[_Session] = set()
+
+    # ------------------------------------------------------------------ publishing
+    def _image_message(self, image: MetadataImage) -> dict:
+        return {"op": "metadata", "image": image.to_dict()}
+
+    def _publish(self, image: MetadataImage) -> None:
+        msg = self._image_message(image)
+        for s in self.sessions:
+            if s.broker_id is not None:
+                s.send.send_nowait(msg)
+
+    # ------------------------------------------------------------------ serving
+    async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            listeners = await nursery.start(partial(trio.serve_tcp, self._serve_connection, self.port, host=self.host))
+            self.port = listeners[0].socket.getsockname()[1]
+            nursery.start_soon(self._clock)
+            task_status.started(self.port)
+
+    async def _clock(self) -> None:
+        while True:
+            await trio.sleep(TICK_S)
+            try:
+                self.controller.tick(time.monotonic())
+            except Exception:  # noqa: BLE001 - the clock must survive one bad round
+                log.exception("controller tick failed")
+
+    async def _serve_connection(self, stream: trio.SocketStream) -> None:
+        chan = LineChannel(stream)
+        session = _Session()
+        self.sessions.add(session)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._writer, chan, session)
+                try:
+                    while True:
+                        msg = await chan.receive()
+                        for out in self._handle(msg, session):
+                            session.send.send_nowait(out)
+                except ChannelClosed:
+                    pass
+                nursery.cancel_scope.cancel()
+        finally:
+            self.sessions.discard(session)
+            await chan.aclose()
+
+    async def _writer(self, chan: LineChannel, session: _Session) -> None:
+        try:
+            async for msg in session.outbox:
+                await chan.send(msg)
+        except ChannelClosed:
+            pass
+
+    # ------------------------------------------------------------------ requests
+    def _handle(self, msg: dict, session: _Session) -> list[dict]:
+        op = msg.get("op")
+        now = time.monotonic()
+        c = self.controller
+        reply: dict = {"id": msg.get("id")}
+        try:
+            if op == "register":
+                err, epoch = c.register_broker(msg["broker_id"], msg["incarnation_id"], msg["host"], msg["port"], now)
+                reply.update(error=int(err), broker_epoch=epoch)
+                if err == Errors.NONE:
+                    session.broker_id = msg["broker_id"]
+                    return [reply, self._image_message(c.image)]
+            elif op == "heartbeat":
+                err, fenced, shut_down = c.heartbeat(msg["broker_id"], msg["broker_epoch"], msg["metadata_offset"],
+                                                     msg.get("want_shut_down", False), now)
+                reply.update(error=int(err), fenced=fenced, should_shut_down=shut_down)
+            elif op == "create_topics":
+                reply["results"] = [self._create(t, msg.get("validate_only", False), now) for t in msg["topics"]]
+            elif op == "delete_topics":
+                reply["results"] = [self._delete(name, now) for name in msg["names"]]
+            elif op == "alter_partition":
+                err, reg = c.alter_partition(msg["broker_id"], msg["broker_epoch"], msg["topic"], msg["partition"],
+                                             msg["leader_epoch"], msg["partition_epoch"], msg["isr"], now)
+                reply.update(error=int(err), partition=None if reg is None else reg.__dict__)
+            elif op == "allocate_producer_ids":
+                err, first, size = c.allocate_producer_ids(msg["broker_id"], msg["broker_epoch"], now)
+                reply.update(error=int(err), first=first, size=size)
+            else:
+                reply.update(error=int(Errors.INVALID_REQUEST), message=f"unknown op {op!r}")
+        except (KeyError, TypeError) as exc:
+            reply.update(error=int(Errors.INVALID_REQUEST), message=f"malformed {op}: {exc}")
+        return [reply]
+
+    def _create(self, t: dict, validate_only: bool, now: float) -> dict:
+        out = {"name": t["name"], "error": 0, "message": None}
+        try:
+            topic = self.controller.create_topic(t["name"], t["num_partitions"], t["replication_factor"],
+                                                 t.get("configs") or {}, validate_only, now)
+            out.update(topic_id=topic.topic_id.hex(), num_partitions=len(topic.partitions),
+                       replication_factor=len(topic.partitions[0].replicas))
+        except KafkaError as exc:
+            out.update(error=int(exc.error), message=exc.message)
+        return out
+
+    def _delete(self, name: str, now: float) -> dict:
+        out = {"name": name, "error": 0, "message": None}
+        try:
+            out["topic_id"] = self.controller.delete_topic(name, now).topic_id.hex()
+        except KafkaError as exc:
+            out.update(error=int(exc.error), message=exc.message)
+        return out
+
