@@ -345,7 +345,7 @@ def _proxy_rule(v: _V, raw: dict, path: str) -> Rule:
     elif api not in API:
         v.fail(f"{path}.api", f"a Kafka API name {sorted(API)} or an API key number", api)
     if action == "answer":
-        # what the proxy can synthesize: a response with a top-level ErrorCode, for a request
+        # what the proxy can synthesize (proxy/answer.py), for a request
         if "error" not in fields:
             v.fail(f"{path}.error", "the error the synthesized response carries (a Kafka error name)")
         if fields.get("direction", "request") != "request":
@@ -353,7 +353,9 @@ def _proxy_rule(v: _V, raw: dict, path: str) -> Rule:
                    fields["direction"])
         if not answerable_versions(api_key_of(fields["api"])):
             v.fail(f"{path}.api", "an API whose response has a top-level ErrorCode (EndTxn, InitProducerId, "
-                                  "AddOffsetsToTxn, FindCoordinator, OffsetFetch, AddPartitionsToTxn v4+)", api)
+                                  "AddOffsetsToTxn, FindCoordinator, OffsetFetch, AddPartitionsToTxn v4+) or "
+                                  "per-partition errors the proxy mirrors (Produce, TxnOffsetCommit, OffsetCommit, "
+                                  "AddPartitionsToTxn v0-3)", api)
     elif "error" in fields:
         v.fail(f"{path}.error", "no error: it is only for `proxy: answer`")
     if "error" in fields and (not isinstance(fields["error"], str) or fields["error"] not in KAFKA_ERROR_NAMES):

@@ -52,7 +52,7 @@ def test_answer_rule_defaults_to_requests_and_carries_the_error(tmp_path):
     ("{proxy: answer, api: EndTxn, error: FENCED}", "steps[1].fault.error"),
     ("{proxy: answer, api: EndTxn, error: ILLEGAL_STATE}", "steps[1].fault.error"),   # a local name
     ("{proxy: answer, api: EndTxn, error: NOT_COORDINATOR, direction: response}", "steps[1].fault.direction"),
-    ("{proxy: answer, api: Produce, error: NOT_COORDINATOR}", "steps[1].fault.api"),
+    ("{proxy: answer, api: ListOffsets, error: NOT_COORDINATOR}", "steps[1].fault.api"),
     ("{proxy: drop, api: EndTxn, error: NOT_COORDINATOR}", "steps[1].fault.error"),
 ])
 def test_bad_answer_rules(tmp_path, fault, field):
