@@ -168,7 +168,7 @@ class CaseRun:
             try:
                 event = self.faults.wait_fired(step.timeout_ms)
                 self._record_event(step, event)
-                self._check(step, {"step": step.index, "op": "wait_fault", "ok": True}, None)
+                self._check(step, {"step": step.index, "op": "wait_fault", "ok": True}, "wait_fault")
             except TimeoutError as exc:
                 rec = {"step": step.index, "op": "wait_fault", "ok": False,
                        "error": {"name": "FAULT_NOT_REACHED", "message": str(exc)}}

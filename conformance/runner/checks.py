@@ -182,8 +182,9 @@ def expect_matches(expect: Expect, step: dict, client: str | None = None,
 
 
 def check_step(c: CheckDef, outcome: dict, client: str | None = None, resolve: Resolve | None = None) -> dict:
-    """A step's outcome checked again. Per-client maps are keyed by the run's client."""
-    for s in outcome.get("steps", []):
+    """A step's outcome checked again: its latest record (a step in a repeat keeps its first and
+    last iteration; the last is what it came to). Per-client maps are keyed by the run's client."""
+    for s in reversed(outcome.get("steps", [])):
         if s.get("id") == c.params["step"]:
             if c.params["expect"].for_client(client) is None:
                 return unspecified_check(c.name, s, client)
