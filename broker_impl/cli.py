@@ -16,6 +16,7 @@ from pathlib import Path
 import trio
 
 from .config import BrokerConfig, ConfigError, parse_sets
+from .server.broker import run
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
@@ -47,8 +48,6 @@ def run_from_args(args: argparse.Namespace) -> int:
 
     def announce(h: str, p: int) -> None:
         print(f"listening {h}:{p}", flush=True)
-
-    from .server.broker import run
 
     trio.run(run, config, args.data_dir, host, int(port), announce)
     return 0

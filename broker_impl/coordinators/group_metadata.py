@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import trio
 
 from ..protocol.errors import Errors, KafkaError
+from ..protocol.messages import DATA
 
 UNKNOWN_MEMBER_ID = ""
 NO_GENERATION = -1
@@ -357,8 +358,6 @@ class ClassicGroup:
             return set()
         if self.protocol_name is None:
             return None
-        from ..protocol.messages import DATA
-
         codec = DATA["ConsumerProtocolSubscription"]
         topics: set[str] = set()
         try:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from ..protocol.errors import Errors
+
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 SHORT_MAX = 32767
@@ -190,7 +192,6 @@ class TransactionMetadata:
 
     def prepare_increment_producer_epoch(self, new_timeout_ms: int, expected_epoch: int | None,
                                          now: int) -> TxnTransitMetadata:
-        from ..protocol.errors import Errors
         if self.is_producer_epoch_exhausted:
             raise RuntimeError(f"cannot allocate any more producer epochs for {self.producer_id}")
         bumped = self.producer_epoch + 1

@@ -33,6 +33,7 @@ import itertools
 import logging
 import socket
 import threading
+import time
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
@@ -72,6 +73,8 @@ class ProxyNode:
         #: Cancels the node's accept loop: the node is down, its port closed (ProxyServer.node_down).
         self._listening: trio.CancelScope | None = None
         self.down = False
+        #: The port is closed (set by the accept loop once its listener is closed).
+        self.closed = False
 
     def _bind(self, port: int) -> socket.socket:
         sock = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET, socket.SOCK_STREAM)
@@ -83,6 +86,7 @@ class ProxyNode:
     def reopen(self) -> None:
         """Listen on the same port again after it was closed for a node that was down."""
         self._sock = self._bind(self.port)
+        self.closed = False
 
     @property
     def address(self) -> str:
@@ -377,6 +381,8 @@ class ProxyServer:
                 await trio.serve_listeners(handler, [listener], handler_nursery=self._nursery)
             with trio.CancelScope(shield=True):
                 await listener.aclose()
+            node.closed = True
+            self._event("node_down", node=node.node_id)
             await self._until_back(node)
 
     def node_down(self, node_id: int) -> None:
@@ -384,19 +390,41 @@ class ProxyServer:
         says so when it takes a node down; the proxy finds out by itself when a connection to
         the node is refused. Thread-safe."""
         node = self.nodes.get(node_id)
-        if node is not None and self._token is not None:
-            self._call_in_loop(lambda: self._mark_down(node))
+        if node is None or self._token is None:
+            return
+        self._call_in_loop(lambda: self._mark_down(node))
+        # closed by the node's accept loop: return once it is (bounded: 100 x 20 ms)
+        for _ in range(100):
+            if node.closed or self._stopped:
+                return
+            time.sleep(0.02)
+        log.warning("proxy node %s: its port was not closed within 2 s", node_id)
 
     def _mark_down(self, node: ProxyNode) -> None:
+        """Mark the node down and end its accept loop, which closes the port (``closed``)."""
         if not node.down:
             node.down = True
-            self._event("node_down", node=node.node_id)
             if node._listening is not None:
                 node._listening.cancel()
 
+    def node_up(self, node_id: int) -> None:
+        """The node is back (the runner restarted it and it is ready): listen on its port again
+        now, not at the next probe of ``_until_back`` -- a client's next step must find it open.
+        Thread-safe."""
+        node = self.nodes.get(node_id)
+        if node is not None and self._token is not None:
+            self._call_in_loop(lambda: self._mark_up(node))
+
+    def _mark_up(self, node: ProxyNode) -> None:
+        if node.down and node.closed:
+            node.reopen()
+            node.down = False
+            self._event("node_up", node=node.node_id)
+
     async def _until_back(self, node: ProxyNode) -> None:
-        """Wait until the node accepts a connection again, then listen on its port again."""
-        while not self._stopped:
+        """Wait until the node accepts a connection again, then listen on its port again (unless
+        node_up already did)."""
+        while not self._stopped and node.down:
             await trio.sleep(0.05)
             up = node.upstream
             if up is None:
@@ -407,6 +435,8 @@ class ProxyServer:
             except (OSError, trio.TooSlowError):
                 continue
             await probe.aclose()
+            if not node.down:
+                return
             try:
                 node.reopen()
             except OSError as exc:  # the port was taken meanwhile: say so, try again

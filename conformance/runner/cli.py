@@ -9,6 +9,7 @@ status 0 when every row passed or was not applicable, 1 when a check failed, a t
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -50,6 +51,10 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def cmd_run(args) -> int:
     targets = args.targets or ["embedded"]
     for t in targets:
@@ -89,6 +94,7 @@ def cmd_run(args) -> int:
                       reference=args.reference, fresh=args.fresh, proxy=args.proxy, target_options=options,
                       jobs=jobs)
     total = len(targets) * len(cases) * len(clients)
+    signal.signal(signal.SIGTERM, _interrupt)   # stopped like Ctrl-C: the run's targets are stopped
     with progress_callbacks(total, min(jobs, total), plain=args.no_progress) as (on_row, on_start):
         rows = run(opts, on_row=on_row, on_start=on_start)
     print_summary(rows, args.results)

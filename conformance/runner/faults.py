@@ -156,6 +156,8 @@ class FaultRealiser:
                 self._node_gone(node)
             elif fault.action == "restart":
                 t.restart(node)
+                if self.proxy is not None:
+                    self.proxy.node_up(node)
             event = {"fault": fault.describe(), "node": node}
         self.events.append(event)
         return event

@@ -135,6 +135,10 @@ class ProxyFront:
         the node accepts again, as the node's own port would."""
         self.server.node_down(node_id)
 
+    def node_up(self, node_id: int) -> None:
+        """The target's node is back: its proxy port accepts again at once."""
+        self.server.node_up(node_id)
+
     def begin_case(self) -> None:
         self.server.transcript.restart()
 

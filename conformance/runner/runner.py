@@ -211,8 +211,12 @@ def run(opts: RunOptions, on_row: OnRow | None = None, on_start: OnStart | None 
     lock = threading.Lock()
     errors: list[BaseException] = []
 
+    worker_slots: list[dict[str, TargetSlot]] = []
+
     def worker(wid: int) -> None:
         slots: dict[str, TargetSlot] = {}
+        with lock:
+            worker_slots.append(slots)
         try:
             while not errors:
                 item = queue.take(slots)
@@ -240,15 +244,29 @@ def run(opts: RunOptions, on_row: OnRow | None = None, on_start: OnStart | None 
                     meta["target_starts"][name] = meta["target_starts"].get(name, 0) + slot.starts
                     meta["target_start_seconds"].setdefault(name, []).extend(round(s, 3) for s in slot.start_seconds)
 
-    if jobs == 1:
-        worker(1)
-    else:
-        threads = [threading.Thread(target=worker, args=(w,), name=f"kconform-worker-{w}", daemon=True)
-                   for w in range(1, jobs + 1)]
+    threads: list[threading.Thread] = []
+    try:
+        if jobs == 1:
+            worker(1)
+        else:
+            threads = [threading.Thread(target=worker, args=(w,), name=f"kconform-worker-{w}", daemon=True)
+                       for w in range(1, jobs + 1)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+    except KeyboardInterrupt:
+        # Ctrl-C or SIGTERM (cli.py): no worker takes another row, and every target this run
+        # started is stopped here -- the workers are daemon threads and would leave their
+        # brokers running when the interpreter exits.
+        errors.append(KeyboardInterrupt())
+        for slots in list(worker_slots):
+            for slot in list(slots.values()):
+                slot.release()
+        shared.stop_all()
         for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+            t.join(timeout=10)
+        raise
     shared.stop_all()
     for name, n in shared.starts.items():
         meta["target_starts"][name] = meta["target_starts"].get(name, 0) + n

@@ -147,8 +147,13 @@ class NodeProcess:
         self.paused = False
 
     def pause(self) -> None:
+        """SIGSTOP, and return once the kernel shows the process stopped (a signal is delivered
+        asynchronously: a loaded machine let a request be answered after pause() returned)."""
         self._signal(signal.SIGSTOP)
         self.paused = True
+        deadline = time.monotonic() + 5
+        while self.running() and process_state(self.pid) not in ("T", "t") and time.monotonic() < deadline:
+            time.sleep(0.005)
 
     def wait_stopped(self, timeout: float) -> bool:
         """After the process stopped ITSELF (SIGSTOP at a fault point): wait until the kernel

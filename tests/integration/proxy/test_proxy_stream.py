@@ -88,6 +88,22 @@ def test_a_node_that_is_down_refuses_connections_and_comes_back(proxied_broker):
     assert produce(pb.bootstrap, "bounce", [b"b"]) == [None]
 
 
+def test_node_up_listens_again_before_it_returns(proxied_broker):
+    """The runner restarts a node and says so: the very next connection must be accepted (a
+    client's next step must not meet a port the proxy has not reopened yet)."""
+    pb = proxied_broker
+    pb.broker.stop()
+    pb.proxy.node_down(pb.node.node_id)
+    assert wait_for_events(pb.proxy, "node_down")
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", pb.node.port), timeout=5).close()
+    pb.broker.start()
+    pb.node.set_upstream("127.0.0.1", pb.broker.port)
+    pb.proxy.node_up(pb.node.node_id)
+    socket.create_connection(("127.0.0.1", pb.node.port), timeout=5).close()
+    assert produce(pb.bootstrap, "bounce-up", [b"b"]) == [None]
+
+
 def test_release_right_after_wait_for_match_always_finds_the_frame(proxied_broker):
     pb = proxied_broker
     for i in range(20):
