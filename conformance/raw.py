@@ -17,7 +17,6 @@ client that reads another layout there reads garbage.
 """
 from __future__ import annotations
 
-import re
 import socket
 import struct
 import time
@@ -27,6 +26,7 @@ from broker_impl.codec import API, RESPONSE_HEADER, FrameError, build_batch, err
 
 from conformance.clients.errors import kafka_code
 from conformance.clients.protocol import ErrorInfo, Outcome
+from conformance.refs import parse as parse_ref
 
 READ_TIMEOUT_S = 5.0
 #: The largest response the raw actor reads; a larger size prefix is taken for a broken answer.
@@ -118,9 +118,11 @@ def _decode_answer(api_key: int, version: int, answer: bytes) -> dict[str, Any]:
 # references earlier responses as "${step_id.field}", and builds record batches with
 # `{batch: {...}}` (see cases/README.md).
 
-REF = re.compile(r"^\$\{([A-Za-z0-9_-]+)\.([A-Za-z0-9_.]+)\}$")
 #: Body keys whose string values are case names (made unique per run by the namespace).
 NAME_KEYS = frozenset({"transactional_id", "v3_and_below_transactional_id", "group_id", "topic"})
+#: Body keys whose values are lists of case names (DescribeTransactions.TransactionalIds,
+#: DescribeGroups.Groups, DeleteGroups.GroupsNames, ...).
+NAME_LISTS = frozenset({"transactional_ids", "groups", "groups_names", "group_ids"})
 #: `name` is a topic name inside these lists.
 TOPIC_LISTS = frozenset({"topics", "topic_data", "v3_and_below_topics"})
 BATCH_KEYS = frozenset({"producer_id", "producer_epoch", "base_sequence", "transactional", "values", "keys",
@@ -136,31 +138,6 @@ class RequestError(ValueError):
     """The case's request cannot be built (unknown field, bad reference, bad batch)."""
 
 
-def resolve_refs(value: Any, data_of: Callable[[str], dict | None]) -> Any:
-    """Replace every "${id.field}" string by that field of step `id`'s data (typed, not text)."""
-    if isinstance(value, str):
-        m = REF.match(value)
-        if not m:
-            return value
-        data = data_of(m.group(1))
-        if data is None:
-            raise RequestError(f"{value}: no ok step with id {m.group(1)!r} before this one")
-        cur: Any = data
-        for part in m.group(2).split("."):
-            if isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
-                cur = cur[int(part)]
-            elif isinstance(cur, dict) and part in cur:
-                cur = cur[part]
-            else:
-                raise RequestError(f"{value}: step {m.group(1)!r} has no {m.group(2)!r} in {sorted(data)}")
-        return cur
-    if isinstance(value, list):
-        return [resolve_refs(v, data_of) for v in value]
-    if isinstance(value, dict):
-        return {k: resolve_refs(v, data_of) for k, v in value.items()}
-    return value
-
-
 def namespace_body(value: Any, name: Callable[[str], str], parent: str | None = None) -> Any:
     """Case names in a request body (transactional_id, group_id, topic names) made unique."""
     if isinstance(value, list):
@@ -170,6 +147,8 @@ def namespace_body(value: Any, name: Callable[[str], str], parent: str | None = 
         for k, v in value.items():
             if isinstance(v, str) and v and (k in NAME_KEYS or (k == "name" and parent in TOPIC_LISTS)):
                 out[k] = name(v)
+            elif k in NAME_LISTS and isinstance(v, list) and all(isinstance(x, str) for x in v):
+                out[k] = [name(x) if x else x for x in v]
             elif k == "batch":
                 out[k] = v
             else:
@@ -178,9 +157,11 @@ def namespace_body(value: Any, name: Callable[[str], str], parent: str | None = 
     return value
 
 
-def _batch(spec: Any) -> bytes:
+def _batch(spec: Any, placeholders: bool = False) -> bytes:
     if not isinstance(spec, dict) or set(spec) - BATCH_KEYS or "values" not in spec:
         raise RequestError(f"batch: a mapping with values and some of {sorted(BATCH_KEYS)}, got {spec!r}")
+    if placeholders:
+        spec = {k: (0 if parse_ref(v) else v) for k, v in spec.items()}
     values = [None if v is None else str(v).encode() for v in spec["values"]]
     keys = spec.get("keys") or [None] * len(values)
     keys = [None if k is None else str(k).encode() for k in keys]
@@ -194,8 +175,19 @@ def _batch(spec: Any) -> bytes:
                        is_transactional=bool(spec.get("transactional", False)))
 
 
-def build_struct(codec, struct_spec, values: dict, path: str = "body"):
-    """An instance of the codec class for `struct_spec` with `values` (Kafka's defaults elsewhere)."""
+#: What stands for a reference while a body is only being checked (load time): a value of the
+#: field's own type, so a reference in a string field builds as a string.
+_PLACEHOLDERS = {"string": "", "bool": False, "bytes": b"", "records": b"", "uuid": bytes(16), "float64": 0.0}
+
+
+def _placeholder(elem_type: str) -> Any:
+    return _PLACEHOLDERS.get(elem_type, 0)
+
+
+def build_struct(codec, struct_spec, values: dict, path: str = "body", placeholders: bool = False):
+    """An instance of the codec class for `struct_spec` with `values` (Kafka's defaults elsewhere).
+    With ``placeholders``, every "${...}" reference stands for a value of its field's type (the
+    loader checks a body before any step ran)."""
     if not isinstance(values, dict):
         raise RequestError(f"{path}: a mapping of {struct_spec.name} fields, got {values!r}")
     by_attr = {f.attr: f for f in struct_spec.fields}
@@ -207,30 +199,39 @@ def build_struct(codec, struct_spec, values: dict, path: str = "body"):
         f = by_attr[k]
         if v is None:  # null: the codec writes it (a field that is not nullable makes a malformed request)
             kwargs[k] = None
+        elif placeholders and parse_ref(v):
+            if f.struct is not None and not f.is_array:
+                continue  # a whole struct from a reference: Kafka's default stands for it
+            kwargs[k] = [] if f.is_array else _placeholder(f.elem_type)
         elif f.struct is not None:
             if f.is_array:
                 if not isinstance(v, list):
                     raise RequestError(f"{path}.{k}: a list, got {v!r}")
-                kwargs[k] = [build_struct(codec, f.struct, x, f"{path}.{k}[{i}]") for i, x in enumerate(v)]
+                kwargs[k] = [build_struct(codec, f.struct, x, f"{path}.{k}[{i}]", placeholders)
+                             for i, x in enumerate(v)]
             else:
-                kwargs[k] = build_struct(codec, f.struct, v, f"{path}.{k}")
+                kwargs[k] = build_struct(codec, f.struct, v, f"{path}.{k}", placeholders)
         elif f.elem_type in ("records", "bytes") and isinstance(v, dict) and set(v) == {"batch"}:
-            kwargs[k] = _batch(v["batch"])
+            kwargs[k] = _batch(v["batch"], placeholders)
         elif f.elem_type in ("records", "bytes", "uuid") and isinstance(v, str):
             kwargs[k] = bytes.fromhex(v)
+        elif placeholders and f.is_array and isinstance(v, list):
+            kwargs[k] = [_placeholder(f.elem_type) if parse_ref(x) else x for x in v]
         else:
             kwargs[k] = v
     return codec.classes[struct_spec.name](**kwargs)
 
 
-def build_request(api_name: str, version: int, body: dict, correlation_id: int = 1) -> bytes:
-    """The whole request frame (size prefix, header v1/v2, body)."""
+def build_request(api_name: str, version: int, body: dict, correlation_id: int = 1,
+                  placeholders: bool = False) -> bytes:
+    """The whole request frame (size prefix, header v1/v2, body); ``placeholders``: see
+    :func:`build_struct`."""
     api = API.get(api_name)
     if api is None:
         raise RequestError(f"unknown API {api_name!r}")
     if not api.min_version <= version <= api.max_version:
         raise RequestError(f"{api_name} has versions {api.min_version}-{api.max_version}, not {version}")
-    obj = build_struct(api.request, api.request.spec.root, body)
+    obj = build_struct(api.request, api.request.spec.root, body, placeholders=placeholders)
     return api.request_frame(version, correlation_id, "kconform-raw", obj)
 
 

@@ -52,7 +52,14 @@ NODE_ACTIONS: dict[str, str] = {
     "resume": "pause",
     "restart": "restart",
     "stop": "stop_node",
+    # `hold` at a protocol point: only the coroutine there waits (the broker's own `hold`), the
+    # rest of the node keeps answering -- "the coordinator stuck in PrepareCommit while the
+    # client retries"; `release` lets it go on. Both exist only as fault points.
+    "hold": "fault_points",
+    "release": "fault_points",
 }
+#: Node actions that exist only at a protocol point (`at:` required).
+POINT_ONLY_ACTIONS = ("hold",)
 
 #: Protocol points a node fault may wait for (`at:`), with where each lies: the broker's own
 #: fault points. Only targets with the `fault_points` capability realise them exactly.
@@ -60,5 +67,6 @@ PROTOCOL_POINTS: dict[str, str] = dict(POINTS)
 
 #: Node actions that may wait for a protocol point (`at:`): those the broker can do there
 #: (broker_impl.faults.ACTIONS): `crash` is its own os._exit, `pause` the whole process
-#: SIGSTOPping itself right after it said so.
+#: SIGSTOPping itself right after it said so, `hold` the one coroutine at the point waiting
+#: until `release`.
 TRIGGERED_ACTIONS = tuple(a for a in POINT_ACTIONS if a in NODE_ACTIONS)

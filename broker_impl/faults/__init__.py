@@ -15,8 +15,10 @@ keys):
   ``pause`` -- the process SIGSTOPs itself, as a long GC pause or a frozen VM would: every task,
   timer and socket stops, and a SIGCONT from outside (the harness's ``resume``) continues
   exactly where it stopped; or
-  ``hold`` -- only the coroutine at the point waits (until disarmed or ``hold.ms``) while the
-  rest of the broker keeps answering, which makes a pending transition visible to clients
+  ``hold`` -- only the coroutine at the point waits (until released, disarmed or ``hold.ms``)
+  while the rest of the broker keeps answering, which makes a pending transition visible to
+  clients; SIGUSR1 releases it (the harness's ``release``: a signal, because the broker is a
+  process of its own and the point may sit on any of its paths)
 - ``kconform.fault.skip``         let the first N hits of a point pass (default 0): a point
   fires once, at hit N+1, and every later hit passes
 - ``kconform.fault.hold.ms``      how long a ``hold`` lasts (default -1: until disarmed)
@@ -94,6 +96,7 @@ class FaultPoints:
         self.hits: dict[str, int] = {}
         self.node_id = 0
         self._release: trio.Event | None = None
+        self._hold_token: trio.lowlevel.TrioToken | None = None
         self._notices: NoticeSender | None = None
 
     @property
@@ -117,6 +120,19 @@ class FaultPoints:
         if was_armed and not self.armed and self._release is not None:
             self._release.set()
             self._release = None
+        if any(a.action == HOLD for a in arms.values()):
+            _on_signal(signal.SIGUSR1, self._release_signal)
+
+    def _release_signal(self, signum, frame) -> None:
+        """SIGUSR1: let a held point go on. It runs between two bytecodes of the trio thread, so
+        the event is set from the loop (run_sync_soon is safe from a signal handler)."""
+        event, token = self._release, self._hold_token
+        if event is not None and token is not None:
+            self._release = None
+            try:
+                token.run_sync_soon(event.set)
+            except trio.RunFinishedError:
+                pass
 
     def disarm(self) -> None:
         self.configure({})
@@ -134,6 +150,14 @@ class FaultPoints:
             return
         if n > arm.skip + 1:
             return  # fired once already
+        release = None
+        if arm.action == HOLD:
+            # ready before the notice: a release sent as soon as the harness hears of the hold
+            # must find it
+            if self._release is None:
+                self._release = trio.Event()
+                self._hold_token = trio.lowlevel.current_trio_token()
+            release = self._release
         self._tell(FaultNotice(name, "reached", arm.action, n, self.node_id, os.getpid(), detail))
         _say(f"{REACHED_LINE.format(point=name, action=arm.action)} {detail}".rstrip())
         if arm.action == CRASH:
@@ -144,18 +168,25 @@ class FaultPoints:
             os.kill(os.getpid(), signal.SIGSTOP)
             _say(f"kconform fault point {name} continued")
             return
-        if self._release is None:
-            self._release = trio.Event()
         if arm.hold_ms < 0:
-            await self._release.wait()
+            await release.wait()
         else:
             with trio.move_on_after(arm.hold_ms / 1000.0):
-                await self._release.wait()
-
+                await release.wait()
+        _say(f"kconform fault point {name} released")
 
     def _tell(self, notice: FaultNotice) -> None:
         if self._notices is not None:
             self._notices.send(notice)
+
+
+def _on_signal(signum: int, handler) -> None:
+    """Install a signal handler where Python allows it (the main thread); a broker run in a
+    thread of a test process cannot be released by signal, and needs none."""
+    try:
+        signal.signal(signum, handler)
+    except ValueError:
+        pass
 
 
 #: The settings a point takes, globally (kconform.fault.X) or per point (kconform.fault.<point>.X).

@@ -92,6 +92,11 @@ class ClientProcess:
         return self
 
     @property
+    def ops(self) -> frozenset[str]:
+        """The ops the driver said in ``hello`` it implements (ops.yaml's names)."""
+        return frozenset(self.hello.get("ops") or ())
+
+    @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
 

@@ -11,6 +11,7 @@ WHAT WAS EXPECTED, e.g.
 from __future__ import annotations
 
 import fnmatch
+import re
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -22,10 +23,11 @@ from ..clients.errors import KAFKA_ERRORS, LOCAL_NAMES
 from ..clients.registry import CLIENTS
 from ..proxy.answer import answerable_versions
 from ..proxy.rules import DIRECTIONS, SOURCES, Rule, RuleError, api_key_of
-from ..raw import REF, RequestError, build_request
+from ..raw import RequestError, build_request
+from ..refs import OPERATORS, describe_comparison, is_comparison, refs_in
 from ..targets import TARGETS, target_class
-from ..vocabulary import (CAPABILITIES, CONTROLLER_PLACEMENTS, NODE_ACTIONS, NODE_ROLES, PROTOCOL_POINTS,
-                          TRIGGERED_ACTIONS)
+from ..vocabulary import (CAPABILITIES, CONTROLLER_PLACEMENTS, NODE_ACTIONS, NODE_ROLES, POINT_ONLY_ACTIONS,
+                          PROTOCOL_POINTS, TRIGGERED_ACTIONS)
 from . import model as m
 
 CASES_ROOT = Path(__file__).resolve().parents[2] / "cases"
@@ -49,7 +51,14 @@ CHECKS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
                 frozenset({"partition", "high_watermark", "last_stable", "open", "name"})),
     "group_offset": (frozenset({"group", "topic"}), frozenset({"partition", "offset", "name"})),
     "step": (frozenset({"step"}), frozenset({"expect", "name"})),
+    # What crossed the wire (the proxy's transcript of the row): frames matching `frame`
+    # (`count`: a number or a comparison), or `sequence`: frames in that order.
+    "transcript": (frozenset(), frozenset({"frame", "count", "sequence", "name"})),
 }
+#: A frame pattern of a transcript check.
+FRAME_KEYS = frozenset({"api", "direction", "from", "version", "fields"})
+#: The largest `repeat:` bound (a loop is for counts a case cannot spell out, not for soaks).
+MAX_REPEAT = 100_000
 
 
 class CaseError(ValueError):
@@ -200,8 +209,16 @@ def _actors(v: _V, raw: Any, topics: set[str]) -> dict[str, m.ActorDef]:
     return out
 
 
+EXPECT_KEYS = frozenset({"ok", "error", "data", "message", "message_regex", *m.FLAG_NAMES})
+
+
 def _expect(v: _V, raw: Any, path: str, per_client: bool = True) -> m.Expect:
     if per_client and isinstance(raw, dict) and raw and set(raw) & (_client_names() | {"default"}):
+        mixed = sorted(set(raw) & EXPECT_KEYS)
+        if mixed:
+            v.fail(path, "either a per-client map (keys: client names and `default`, each value an "
+                         f"expectation) or one expectation ({sorted(EXPECT_KEYS)}), not both; {mixed} belong "
+                         "inside a client's entry", sorted(raw))
         return _per_client_expect(v, raw, path)
     if raw is None or raw == "ok":
         return m.Expect()
@@ -213,11 +230,13 @@ def _expect(v: _V, raw: Any, path: str, per_client: bool = True) -> m.Expect:
         return m.Expect(ok=False, errors=(v.error_name(raw, path),))
     if isinstance(raw, list):
         return m.Expect(ok=False, errors=tuple(v.error_name(x, f"{path}[{i}]") for i, x in enumerate(raw)))
-    raw = v.mapping(raw, path, {"ok", "error", "data", *m.FLAG_NAMES})
+    raw = v.mapping(raw, path, EXPECT_KEYS)
     if raw.get("ok") is True or "data" in raw:
-        if "error" in raw or any(f in raw for f in m.FLAG_NAMES):
-            v.fail(path, "either ok/data or error/flags, not both")
-        return m.Expect(data=dict(v.mapping(raw.get("data") or {}, f"{path}.data")))
+        if set(raw) - {"ok", "data"}:
+            v.fail(path, "either ok/data or error/flags/message, not both", sorted(raw))
+        data = dict(v.mapping(raw.get("data") or {}, f"{path}.data"))
+        _comparisons(v, data, f"{path}.data")
+        return m.Expect(data=data)
     errors: tuple[str, ...] = ()
     if "error" in raw:
         e = raw["error"]
@@ -226,7 +245,38 @@ def _expect(v: _V, raw: Any, path: str, per_client: bool = True) -> m.Expect:
         elif e != "any":
             errors = (v.error_name(e, f"{path}.error"),)
     flags = {f: v.boolean(raw[f], f"{path}.{f}") for f in m.FLAG_NAMES if f in raw}
-    return m.Expect(ok=False, errors=errors, flags=flags)
+    message = v.string(raw["message"], f"{path}.message") if "message" in raw else None
+    regex = None
+    if "message_regex" in raw:
+        regex = _regex(v, raw["message_regex"], f"{path}.message_regex")
+    return m.Expect(ok=False, errors=errors, flags=flags, message=message, message_regex=regex)
+
+
+def _regex(v: _V, raw: Any, path: str) -> str:
+    text = v.string(raw, path)
+    try:
+        re.compile(text)
+    except re.error as exc:
+        v.fail(path, f"a regular expression ({exc})", text)
+    return text
+
+
+def _comparisons(v: _V, value: Any, path: str) -> None:
+    """Comparisons inside expected data are well-formed: operator keys alone, valid regexes."""
+    if isinstance(value, dict):
+        ops = set(value) & set(OPERATORS)
+        if ops and not is_comparison(value):
+            v.fail(path, f"either a comparison (only the operators {sorted(OPERATORS)}) or fields to match, "
+                         "not both", sorted(value))
+        if ops:
+            if "matches" in value:
+                _regex(v, value["matches"], _join(path, "matches"))
+            return
+        for k, x in value.items():
+            _comparisons(v, x, _join(path, k))
+    elif isinstance(value, list):
+        for i, x in enumerate(value):
+            _comparisons(v, x, _join(path, i))
 
 
 def _client_names() -> set[str]:
@@ -282,6 +332,9 @@ def _fault(v: _V, raw: Any, path: str, topics: dict[str, int]) -> m.FaultDef:
     v.mapping(raw, path, {action, "of", "node", "at", "occurrence"})
     target = _node_ref(v, raw, action, path, topics)
     at = raw.get("at")
+    if at is None and action in POINT_ONLY_ACTIONS:
+        v.fail(f"{path}.at", f"the protocol point to {action} at (one of {list(PROTOCOL_POINTS)}): {action} exists "
+                             "only as a fault point")
     if at is not None:
         if action not in TRIGGERED_ACTIONS:
             v.fail(f"{path}.at", f"no `at` on {action}: only {list(TRIGGERED_ACTIONS)} wait for a protocol point")
@@ -305,7 +358,7 @@ def _proxy_rule(v: _V, raw: dict, path: str) -> Rule:
     elif api not in API:
         v.fail(f"{path}.api", f"a Kafka API name {sorted(API)} or an API key number", api)
     if action == "answer":
-        # what the proxy can synthesize: a response with a top-level ErrorCode, for a request
+        # what the proxy can synthesize (proxy/answer.py), for a request
         if "error" not in fields:
             v.fail(f"{path}.error", "the error the synthesized response carries (a Kafka error name)")
         if fields.get("direction", "request") != "request":
@@ -313,7 +366,9 @@ def _proxy_rule(v: _V, raw: dict, path: str) -> Rule:
                    fields["direction"])
         if not answerable_versions(api_key_of(fields["api"])):
             v.fail(f"{path}.api", "an API whose response has a top-level ErrorCode (EndTxn, InitProducerId, "
-                                  "AddOffsetsToTxn, FindCoordinator, OffsetFetch, AddPartitionsToTxn v4+)", api)
+                                  "AddOffsetsToTxn, FindCoordinator, OffsetFetch, AddPartitionsToTxn v4+) or "
+                                  "per-partition errors the proxy mirrors (Produce, TxnOffsetCommit, OffsetCommit, "
+                                  "AddPartitionsToTxn v0-3)", api)
     elif "error" in fields:
         v.fail(f"{path}.error", "no error: it is only for `proxy: answer`")
     if "error" in fields and (not isinstance(fields["error"], str) or fields["error"] not in KAFKA_ERROR_NAMES):
@@ -338,7 +393,8 @@ def _proxy_rule(v: _V, raw: dict, path: str) -> Rule:
 
 def _raw_request(v: _V, s: dict, p: str) -> None:
     """A raw `request` step: a known API and version, and a body the codec can build (checked
-    now with every "${ref}" as 0, so a misspelt field fails at load time, not mid-run)."""
+    now with every "${ref}" standing for a value of its field's type, so a misspelt field fails
+    at load time, not mid-run)."""
     api = v.string(s.get("api"), f"{p}.api", sorted(API))
     version = v.integer(s.get("version"), f"{p}.version", 0)
     body = v.mapping(s.get("body") or {}, f"{p}.body")
@@ -350,34 +406,77 @@ def _raw_request(v: _V, s: dict, p: str) -> None:
         for j, name in enumerate(s["retry"]):
             if name not in KAFKA_ERROR_NAMES:
                 v.fail(f"{p}.retry[{j}]", "a Kafka error name", name)
-
-    def dummy(x: Any) -> Any:
-        if isinstance(x, str) and REF.match(x):
-            return 0
-        if isinstance(x, list):
-            return [dummy(y) for y in x]
-        if isinstance(x, dict):
-            return {k: dummy(y) for k, y in x.items()}
-        return x
-
     try:
-        build_request(api, version, dummy(body))
+        build_request(api, version, body, placeholders=True)
     except (RequestError, TypeError, ValueError, OverflowError) as exc:
         v.fail(f"{p}.body", f"a {api} v{version} request body ({exc})", body)
 
 
-STEP_KEYS = {"actor", "op", "expect", "id", "background", "deadline_ms", "note"}
+def _broker(v: _V, raw: Any, path: str, topics: dict[str, int]) -> m.NodeRef:
+    """`broker:` of a raw request, a node by role: `{coordinator: txn-1}`, `{group_coordinator:
+    app}`, `{leader: t1/0}`, `{follower: t1/0}`, `{node: 2}`, `{not_coordinator: txn-1, node: 1}`."""
+    raw = v.mapping(raw, path)
+    roles = [r for r in NODE_ROLES if r in raw and r != "node"] or (["node"] if "node" in raw else [])
+    if len(roles) != 1:
+        v.fail(path, f"one node role of {list(NODE_ROLES)} (e.g. {{coordinator: txn-1}}, {{leader: t1/0}}, "
+                     "{node: 2})", raw)
+    role = roles[0]
+    if role == "node":
+        v.mapping(raw, path, {"node"})
+        return _node_ref(v, {"role": "node", "node": raw["node"]}, "role", path, topics)
+    v.mapping(raw, path, {role, "node"} if role == "not_coordinator" else {role})
+    spec = {"role": role, "of": raw[role]}
+    if "node" in raw:
+        spec["node"] = raw["node"]
+    return _node_ref(v, spec, "role", path, topics)
 
 
-def _steps(v: _V, raw: Any, actors: dict[str, m.ActorDef], topics: dict[str, int]) -> tuple[m.Step, ...]:
-    if not isinstance(raw, list) or not raw:
-        v.fail("steps", "a non-empty list of steps", raw)
-    out: list[m.Step] = []
-    ids: set[str] = set()
-    background: set[str] = set()
-    armed = False
-    for i, s in enumerate(raw):
-        p = f"steps[{i}]"
+STEP_KEYS = {"actor", "op", "expect", "id", "background", "deadline_ms", "note", "clients", "capture", "broker"}
+
+
+class _Steps:
+    """Parses `steps` (and the steps of repeat blocks) in file order, knowing what came before:
+    the step ids and captures a reference may name, the background steps an `await` may name,
+    whether a protocol point is armed."""
+
+    def __init__(self, v: _V, actors: dict[str, m.ActorDef], topics: dict[str, int]) -> None:
+        self.v, self.actors, self.topics = v, actors, topics
+        self.ids: set[str] = set()
+        self.captures: set[str] = set()
+        self.background: set[str] = set()
+        self.armed = False
+
+    def parse(self, raw: Any) -> tuple[m.Step, ...]:
+        v = self.v
+        if not isinstance(raw, list) or not raw:
+            v.fail("steps", "a non-empty list of steps", raw)
+        out = self._list(raw, "steps", "")
+        if self.background:
+            v.fail("steps", f"an `await:` step for every background step; never awaited: {sorted(self.background)}")
+        return out
+
+    def _list(self, raw: list, path: str, label: str, in_repeat: bool = False) -> tuple[m.Step, ...]:
+        return tuple(self._one(s, f"{path}[{i}]", i, f"{label}{i}", in_repeat) for i, s in enumerate(raw))
+
+    def refs(self, value: Any, path: str) -> None:
+        """Every reference names a step id or a capture that comes before it."""
+        for name, field in refs_in(value):
+            if field is None and name not in self.captures:
+                self.v.fail(path, f"\"${{name}}\" naming a value captured by an earlier step "
+                                  f"{sorted(self.captures) or '(none so far)'}", f"${{{name}}}")
+            if field is not None and name not in self.ids:
+                self.v.fail(path, f"\"${{id.field}}\" naming an earlier step id {sorted(self.ids) or '(none so far)'}",
+                            f"${{{name}.{field}}}")
+
+    def _clients(self, s: dict, p: str) -> tuple[str, ...]:
+        clients = self.v.strings(s.get("clients") or [], f"{p}.clients")
+        for j, cl in enumerate(clients):
+            if cl not in _client_names():
+                self.v.fail(f"{p}.clients[{j}]", f"a client name {sorted(_client_names())}", cl)
+        return clients
+
+    def _one(self, s: Any, p: str, i: int, label: str, in_repeat: bool) -> m.Step:
+        v, actors, topics = self.v, self.actors, self.topics
         # short form `- p1: init_transactions`
         if isinstance(s, dict) and len(s) == 1:
             (k, val), = s.items()
@@ -385,35 +484,45 @@ def _steps(v: _V, raw: Any, actors: dict[str, m.ActorDef], topics: dict[str, int
                 s = {"actor": k, "op": val}
         s = v.mapping(s, p)
         note = s.get("note")
+        clients = self._clients(s, p)
+        common = dict(note=note, clients=clients, label=label)
+        if "repeat" in s:
+            return self._repeat(s, p, i, label, in_repeat, common)
         if "wait_ms" in s:
-            v.mapping(s, p, {"wait_ms", "note"})
-            out.append(m.Step(i, "wait", wait_ms=v.integer(s["wait_ms"], f"{p}.wait_ms", 0), note=note))
-            continue
+            v.mapping(s, p, {"wait_ms", "note", "clients"})
+            return m.Step(i, "wait", wait_ms=v.integer(s["wait_ms"], f"{p}.wait_ms", 0), **common)
+        if in_repeat and not ({"actor", "op"} <= set(s)):
+            v.fail(p, "an op or a wait inside a repeat (faults, awaits and nested repeats go outside it)", sorted(s))
         if "fault" in s:
-            v.mapping(s, p, {"fault", "note"})
+            v.mapping(s, p, {"fault", "note", "clients"})
             f = _fault(v, s["fault"], f"{p}.fault", topics)
-            armed = armed or bool(f.at) or f.proxy is not None
-            out.append(m.Step(i, "fault", fault=f, note=note))
-            continue
+            if f.at and clients:
+                v.fail(f"{p}.clients", "no clients on a fault at a protocol point: it is armed when the target "
+                                       "starts, for every run")
+            self.armed = self.armed or bool(f.at) or f.proxy is not None
+            return m.Step(i, "fault", fault=f, **common)
         if "wait_fault" in s:
-            v.mapping(s, p, {"wait_fault", "note"})
+            v.mapping(s, p, {"wait_fault", "note", "clients"})
             wf = v.mapping(s["wait_fault"] or {}, f"{p}.wait_fault", {"timeout_ms"})
-            if not armed:
+            if not self.armed:
                 v.fail(f"{p}.wait_fault", "an earlier `fault:` step with `at:` or a proxy rule to wait for")
-            out.append(m.Step(i, "wait_fault", timeout_ms=v.integer(wf.get("timeout_ms", 20_000),
-                                                                   f"{p}.wait_fault.timeout_ms", 1), note=note))
-            continue
+            return m.Step(i, "wait_fault", timeout_ms=v.integer(wf.get("timeout_ms", 20_000),
+                                                                f"{p}.wait_fault.timeout_ms", 1), **common)
         if "await" in s:
-            v.mapping(s, p, {"await", "expect", "timeout_ms", "note"})
+            v.mapping(s, p, {"await", "expect", "timeout_ms", "note", "clients"})
             ref = v.string(s["await"], f"{p}.await")
-            if ref not in background:
-                v.fail(f"{p}.await", f"the id of an earlier background step {sorted(background)}", ref)
-            background.discard(ref)
-            out.append(m.Step(i, "await", awaits=ref, expect=_expect(v, s.get("expect"), f"{p}.expect"),
-                              timeout_ms=v.integer(s.get("timeout_ms", 60_000), f"{p}.timeout_ms", 1), note=note))
-            continue
+            if ref not in self.background:
+                v.fail(f"{p}.await", f"the id of an earlier background step {sorted(self.background)}", ref)
+            self.background.discard(ref)
+            self.refs(s.get("expect"), f"{p}.expect")
+            return m.Step(i, "await", awaits=ref, expect=_expect(v, s.get("expect"), f"{p}.expect"),
+                          timeout_ms=v.integer(s.get("timeout_ms", 60_000), f"{p}.timeout_ms", 1), **common)
         if "actor" not in s or "op" not in s:
-            v.fail(p, "a step: {actor, op, ...}, {wait_ms}, {fault}, {wait_fault} or {await}", s)
+            v.fail(p, "a step: {actor, op, ...}, {wait_ms}, {fault}, {wait_fault}, {await} or {repeat, steps}", s)
+        return self._op(s, p, i, common)
+
+    def _op(self, s: dict, p: str, i: int, common: dict) -> m.Step:
+        v, actors, topics = self.v, self.actors, self.topics
         actor = v.string(s["actor"], f"{p}.actor")
         op = v.string(s["op"], f"{p}.op")
         if actor == "raw":
@@ -434,34 +543,103 @@ def _steps(v: _V, raw: Any, actors: dict[str, m.ActorDef], topics: dict[str, int
         for k in args:
             if k not in allowed:
                 v.fail(f"{p}.{k}", f"an argument of {op}: {sorted(allowed) or 'none'}", k)
+        broker = None
+        if "broker" in s:
+            if "broker" not in allowed:
+                v.fail(f"{p}.broker", f"an argument of {op}: {sorted(allowed) or 'none'}", "broker")
+            broker = _broker(v, s["broker"], f"{p}.broker", topics)
         for key in ("topic", "to"):
             if key in args and args[key] not in topics:
                 v.fail(f"{p}.{key}", f"a topic of topology.topics {sorted(topics)}", args[key])
         if "crash_after" in args:
             v.string(args["crash_after"], f"{p}.crash_after", ("poll", "send", "send_offsets"))
+        self.refs(args, p)
+        self.refs(s.get("expect"), f"{p}.expect")
         sid = s.get("id")
         if sid is not None:
             sid = v.string(sid, f"{p}.id")
-            if sid in ids:
+            if sid in self.ids:
                 v.fail(f"{p}.id", "a step id not used before", sid)
-            ids.add(sid)
         bg = v.boolean(s.get("background", False), f"{p}.background")
         if bg:
             if sid is None:
                 v.fail(f"{p}.id", "an id on a background step (an `await:` step names it)")
-            background.add(sid)
+            if common.get("label", "").count("."):
+                v.fail(f"{p}.background", "no background step inside a repeat")
+            self.background.add(sid)
+        capture = v.mapping(s.get("capture") or {}, f"{p}.capture")
+        for name, path in capture.items():
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", name):
+                v.fail(f"{p}.capture.{name}", "a capture name (letters, digits, _ and -)", name)
+            v.string(path, f"{p}.capture.{name}")
+        if bg and capture:
+            v.fail(f"{p}.capture", "no capture on a background step (capture on its `await`'s data later)")
+        if sid is not None:
+            self.ids.add(sid)
+        self.captures |= set(capture)
         deadline = s.get("deadline_ms")
-        out.append(m.Step(
+        return m.Step(
             i, "op", actor=actor, op=op, args=args, expect=_expect(v, s.get("expect"), f"{p}.expect"),
             id=sid, background=bg, deadline_ms=None if deadline is None else v.integer(deadline, f"{p}.deadline_ms", 1),
-            note=note,
-        ))
-    if background:
-        v.fail("steps", f"an `await:` step for every background step; never awaited: {sorted(background)}")
-    return tuple(out)
+            capture=dict(capture), broker=broker, **common,
+        )
+
+    def _repeat(self, s: dict, p: str, i: int, label: str, in_repeat: bool, common: dict) -> m.Step:
+        v = self.v
+        if in_repeat:
+            v.fail(f"{p}.repeat", "no repeat inside a repeat")
+        v.mapping(s, p, {"repeat", "until", "steps", "note", "clients"}, {"steps"})
+        times = v.integer(s["repeat"], f"{p}.repeat", 1)
+        if times > MAX_REPEAT:
+            v.fail(f"{p}.repeat", f"a bound of at most {MAX_REPEAT}", times)
+        raw_body = s["steps"]
+        if not isinstance(raw_body, list) or not raw_body:
+            v.fail(f"{p}.steps", "a non-empty list of steps to repeat", raw_body)
+        body = self._list(raw_body, f"{p}.steps", f"{label}.", in_repeat=True)
+        until = None
+        if "until" in s:
+            u = v.mapping(s["until"], f"{p}.until", {"step", "expect"}, {"step", "expect"})
+            body_ids = {b.id for b in body if b.id}
+            target = v.string(u["step"], f"{p}.until.step")
+            if target not in body_ids:
+                v.fail(f"{p}.until.step", f"the id of a step of this repeat {sorted(body_ids)}", target)
+            self.refs(u["expect"], f"{p}.until.expect")
+            until = m.Until(target, _expect(v, u["expect"], f"{p}.until.expect"))
+        return m.Step(i, "repeat", body=body, times=times, until=until, **common)
 
 
-def _checks(v: _V, raw: Any, topics: dict[str, int], step_ids: set[str]) -> tuple[m.CheckDef, ...]:
+def _frame_pattern(v: _V, raw: Any, path: str, steps: _Steps) -> dict:
+    """One frame of a transcript check: `{api, direction?, from?, version?, fields?}`."""
+    raw = v.mapping(raw, path, FRAME_KEYS, {"api"})
+    api = raw["api"]
+    if api not in API:
+        v.fail(f"{path}.api", f"a Kafka API name {sorted(API)}", api)
+    out = {"api": api, "direction": v.string(raw.get("direction", "request"), f"{path}.direction", list(DIRECTIONS))}
+    if "from" in raw:
+        out["from"] = v.string(raw["from"], f"{path}.from", SOURCES)
+    if "version" in raw:
+        if is_comparison(raw["version"]):
+            _comparisons(v, raw["version"], f"{path}.version")
+        else:
+            v.integer(raw["version"], f"{path}.version", 0)
+        out["version"] = raw["version"]
+    if "fields" in raw:
+        fields = v.mapping(raw["fields"], f"{path}.fields")
+        _comparisons(v, fields, f"{path}.fields")
+        steps.refs(fields, f"{path}.fields")
+        out["fields"] = dict(fields)
+    return out
+
+
+def _count(v: _V, raw: Any, path: str) -> Any:
+    if is_comparison(raw):
+        _comparisons(v, raw, path)
+        return raw
+    return v.integer(raw, path, 0)
+
+
+def _checks(v: _V, raw: Any, topics: dict[str, int], steps: _Steps) -> tuple[m.CheckDef, ...]:
+    step_ids = steps.ids
     out = []
     for i, c in enumerate(raw or []):
         p = f"checks[{i}]"
@@ -491,12 +669,26 @@ def _checks(v: _V, raw: Any, topics: dict[str, int], step_ids: set[str]) -> tupl
             if key in params and not isinstance(params[key], list):
                 v.fail(f"{p}.{key}", "a list", params[key])
         for key in ("count", "high_watermark", "last_stable", "open"):
-            if key in params:
+            if key in params and kind != "transcript":
                 v.integer(params[key], f"{p}.{key}", 0)
         if kind == "step":
             if params["step"] not in step_ids:
                 v.fail(f"{p}.step", f"a step id {sorted(step_ids)}", params["step"])
+            steps.refs(params.get("expect"), f"{p}.expect")
             params["expect"] = _expect(v, params.get("expect"), f"{p}.expect")
+        if kind == "transcript":
+            if ("frame" in params) == ("sequence" in params):
+                v.fail(p, "either `frame` (with `count`) or `sequence`", sorted(params))
+            if "frame" in params:
+                params["frame"] = _frame_pattern(v, params["frame"], f"{p}.frame", steps)
+                params["count"] = _count(v, params.get("count", {"at_least": 1}), f"{p}.count")
+            else:
+                if "count" in params:
+                    v.fail(f"{p}.count", "no count with a sequence (each frame of it must appear once, in order)")
+                seq = params["sequence"]
+                if not isinstance(seq, list) or not seq:
+                    v.fail(f"{p}.sequence", "a non-empty list of frames", seq)
+                params["sequence"] = [_frame_pattern(v, f, f"{p}.sequence[{j}]", steps) for j, f in enumerate(seq)]
         name = params.pop("name", None) or _check_name(kind, params)
         if clients:
             name = f"{name} [{', '.join(clients)}]"
@@ -505,9 +697,23 @@ def _checks(v: _V, raw: Any, topics: dict[str, int], step_ids: set[str]) -> tupl
 
 
 def _check_name(kind: str, params: dict) -> str:
+    if kind == "transcript":
+        frames = [params["frame"]] if "frame" in params else params["sequence"]
+        text = " then ".join(_frame_text(f) for f in frames)
+        return f"transcript({text}" + (f", count {_count_text(params['count'])})" if "frame" in params else ")")
     bits = [f"{k}={params[k]}" for k in ("isolation", "topic", "topics", "from", "to", "partition", "group",
                                            "step") if k in params]
     return f"{kind}({', '.join(bits)})"
+
+
+def _frame_text(f: dict) -> str:
+    src = f" from {f['from']}" if "from" in f else ""
+    fields = f" {f['fields']}" if f.get("fields") else ""
+    return f"{f['api']} {f['direction']}{src}{fields}"
+
+
+def _count_text(count: Any) -> str:
+    return describe_comparison(count) if isinstance(count, dict) else str(count)
 
 
 def _observe(v: _V, raw: Any, topics: dict[str, int], groups: set[str]) -> m.ObserveDef:
@@ -541,10 +747,10 @@ def parse_case(data: Any, file: str, case_id: str) -> m.Case:
     topology = _topology(v, data.get("topology"))
     topics = {t.name: t.partitions for t in topology.topics}
     actors = _actors(v, data.get("actors"), set(topics))
-    steps = _steps(v, data["steps"], actors, topics)
-    step_ids = {s.id for s in steps if s.id}
+    parser = _Steps(v, actors, topics)
+    steps = parser.parse(data["steps"])
     groups = {a.config["group.id"] for a in actors.values() if "group.id" in a.config}
-    checks = _checks(v, data.get("checks"), topics, step_ids)
+    checks = _checks(v, data.get("checks"), topics, parser)
     requires = v.strings(data.get("requires") or [], "requires")
     for j, r in enumerate(requires):
         if r not in CAPABILITIES:

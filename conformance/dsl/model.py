@@ -26,6 +26,9 @@ ACTOR_ROLES = ("producer", "consumer", "copier", "admin")
 CLIENT_OPS: dict[str, frozenset[str]] = {name: spec.arg_names for name, spec in OPS.items() if spec.step}
 #: Operations the runner performs itself with an actor's process.
 RUNNER_OPS: dict[str, frozenset[str]] = {
+    # Start the actor's process and create its clients now (otherwise the first step naming the
+    # actor does): the step where a client refuses its config, naming the key.
+    "start": frozenset(),
     # SIGKILL the actor's driver: an application crash. The next step naming the actor starts
     # a new process with the same config (same transactional.id: the restarted application).
     "crash": frozenset(),
@@ -56,7 +59,7 @@ RAW_OPS: dict[str, frozenset[str]] = {
     # error_code anywhere, else NONE), `errors`, `response`. One node targets only.
     # "Not ready yet" answers (COORDINATOR_LOAD_IN_PROGRESS, NOT_LEADER_OR_FOLLOWER, ...) are
     # retried within timeout_ms like a client would; `retry: [NAMES]` replaces that list.
-    "request": frozenset({"api", "version", "body", "timeout_ms", "retry"}),
+    "request": frozenset({"api", "version", "body", "timeout_ms", "retry", "broker"}),
 }
 
 #: Error expectations a step may state besides names.
@@ -95,8 +98,12 @@ class Expect:
     ok: bool = True
     errors: tuple[str, ...] = ()
     flags: dict[str, bool] = field(default_factory=dict)
-    #: ok steps only: data the op must return (e.g. {"count": 3} for poll_until, "records": n).
+    #: ok steps only: data the op must return (e.g. {"count": 3} for poll_until, "records": n);
+    #: values may be "${...}" references and comparisons ({greater_than: ...}, conformance/refs).
     data: dict[str, Any] = field(default_factory=dict)
+    #: error steps only: the error message contains this text / matches this regular expression.
+    message: str | None = None
+    message_regex: str | None = None
     #: Real clients differ (S26: Java treats INVALID_PRODUCER_ID_MAPPING on EndTxn as fatal,
     #: librdkafka as abortable): client name -> what that client must do against Kafka;
     #: "default" for the clients not named. Empty: the same for every client. A client neither
@@ -121,6 +128,10 @@ class Expect:
             return "ok" + (f" with {self.data}" if self.data else "")
         what = " or ".join(self.errors) if self.errors else "an error"
         flags = ", ".join(f"{k}={v}" for k, v in self.flags.items())
+        if self.message is not None:
+            what += f" saying {self.message!r}"
+        if self.message_regex is not None:
+            what += f" matching /{self.message_regex}/"
         return what + (f" ({flags})" if flags else "")
 
 
@@ -170,11 +181,19 @@ class FaultDef:
 
 
 @dataclass(frozen=True)
+class Until:
+    """A repeat block's stop condition: the outcome of one of its steps matches `expect`."""
+
+    step: str
+    expect: "Expect"
+
+
+@dataclass(frozen=True)
 class Step:
-    """One line of `steps`. Exactly one of: an actor op, a wait, a fault, an await."""
+    """One line of `steps`. Exactly one of: an actor op, a wait, a fault, an await, a repeat."""
 
     index: int
-    kind: str  # "op", "wait", "fault", "await", "wait_fault"
+    kind: str  # "op", "wait", "fault", "await", "wait_fault", "repeat"
     actor: str | None = None
     op: str | None = None
     args: dict[str, Any] = field(default_factory=dict)
@@ -187,8 +206,28 @@ class Step:
     awaits: str | None = None
     timeout_ms: int | None = None
     note: str | None = None
+    #: Only in runs of these clients (empty: every run); a step of the other runs is skipped.
+    clients: tuple[str, ...] = ()
+    #: After an ok op: name -> path into its data; "${name}" is that value in later steps.
+    capture: dict[str, str] = field(default_factory=dict)
+    #: A raw request's node, by role (None: the first live node).
+    broker: NodeRef | None = None
+    #: kind "repeat": the steps, run `times` times -- or, with `until`, until that holds, at
+    #: most `times` times (then the repeat's check fails).
+    body: tuple["Step", ...] = ()
+    times: int = 0
+    until: Until | None = None
+    #: Where the step sits in the file ("3", or "3.1" inside a repeat): records and checks say it.
+    label: str = ""
+
+    def runs_for(self, client: str | None) -> bool:
+        return not self.clients or client in self.clients
 
     def describe(self) -> str:
+        if self.kind == "repeat":
+            bound = f"until {self.until.step} is {self.until.expect.describe()}, at most {self.times} times" \
+                if self.until else f"{self.times} times"
+            return f"repeat {len(self.body)} step(s) {bound}"
         if self.kind == "op":
             return f"{self.actor}.{self.op}"
         if self.kind == "wait":
@@ -244,15 +283,27 @@ class Case:
     known_differences: dict[str, str] = field(default_factory=dict)
 
     # --------------------------------------------------------------- derived needs
+    def all_steps(self) -> list[Step]:
+        """Every step, those inside repeat blocks included, in file order."""
+        out: list[Step] = []
+
+        def walk(steps) -> None:
+            for s in steps:
+                out.append(s)
+                walk(s.body)
+        walk(self.steps)
+        return out
+
     def faults(self) -> list[FaultDef]:
-        return [s.fault for s in self.steps if s.kind == "fault"]
+        return [s.fault for s in self.all_steps() if s.kind == "fault"]
 
     def node_faults(self) -> list[FaultDef]:
         """The faults done to nodes (right away or at a protocol point), not by the proxy."""
         return [f for f in self.faults() if f.proxy is None]
 
     def needs_proxy(self) -> bool:
-        return any(f.proxy is not None for f in self.faults())
+        """Proxy rules, and transcript checks (the proxy records what crossed the wire)."""
+        return any(f.proxy is not None for f in self.faults()) or any(c.kind == "transcript" for c in self.checks)
 
     def needs_broker_traffic(self) -> bool:
         """Whether a proxy rule of the case acts on broker-to-broker traffic (replica fetches,

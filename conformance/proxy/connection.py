@@ -242,7 +242,7 @@ class ProxiedConnection:
             return None
         if action == "answer":
             try:
-                answer = rule.answer_frame(info)
+                answer = rule.answer_frame(info, frame)
             except AnswerError as exc:  # selects() admits only answerable versions; be safe anyway
                 log.error("proxy node %s conn %d: cannot answer %s: %s", self.node.node_id, self.conn_id,
                           info.describe(), exc)

@@ -48,9 +48,10 @@ Actions:
   ``size_prefix: keep`` (default) leaves the 4-byte size valid, ``huge`` makes it 2^31-1 and
   ``negative`` makes it -1;
 * ``answer`` (requests only) swallow the request and answer it in the broker's place with a
-  response carrying the top-level ``error`` (a Kafka error name or code), built by
-  :mod:`.answer`; the broker never sees the request. Only requests whose response version has
-  a top-level ErrorCode are selected (see :func:`.answer.can_answer`), so ``nth`` counts those;
+  response carrying ``error`` (a Kafka error name or code), built by :mod:`.answer`: the
+  top-level ErrorCode, or every partition of the request (Produce, TxnOffsetCommit,
+  OffsetCommit, AddPartitionsToTxn v0-3); the broker never sees the request. Only requests the
+  proxy can answer are selected (see :func:`.answer.can_answer`), so ``nth`` counts those;
 * ``pass``   do nothing, only count and signal (for :meth:`ProxyServer.wait_for_match`).
 
 One frame gets at most one action: the acting rule with the lowest id. The others that match
@@ -150,7 +151,8 @@ class Rule:
             if self.direction != "request":
                 raise RuleError("answer acts on requests (direction request): it replaces the broker's response")
             if self.api is None or not answerable_versions(self.api):
-                raise RuleError(f"answer needs an api whose response has a top-level ErrorCode, "
+                raise RuleError(f"answer needs an api whose response has a top-level ErrorCode or "
+                                f"per-partition errors the proxy mirrors, "
                                 f"not {API_BY_KEY[self.api].name if self.api is not None else 'any API'}")
         elif self.error is not None:
             raise RuleError("error is only for the answer action")
@@ -212,9 +214,10 @@ class Rule:
     def acts_on(self, count: int) -> bool:
         return count >= self.nth if self.every else count == self.nth
 
-    def answer_frame(self, info: FrameInfo) -> bytes:
-        """The response this answer rule sends back for the request ``info`` (size prefix included)."""
-        return synthesize_response(info.api_key, info.api_version, info.correlation_id, self.error)
+    def answer_frame(self, info: FrameInfo, request: bytes | None = None) -> bytes:
+        """The response this answer rule sends back for the request ``info`` (size prefix
+        included); ``request``: its frame, mirrored where the errors are per partition."""
+        return synthesize_response(info.api_key, info.api_version, info.correlation_id, self.error, request)
 
     def corrupt_frame(self, frame: bytes) -> bytes:
         """The frame as this corrupt rule sends it on (``frame`` includes the size prefix)."""

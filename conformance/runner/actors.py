@@ -87,6 +87,11 @@ class Actors:
         live.proc = proc
         setup = self._setup(proc, live.definition)
         if setup is not None and not setup.ok:
+            # The clients could not be created (a config the client refuses, a broker that
+            # refused): the process is of no use. The next step naming the actor tries again
+            # and reports the same cause, never an unrelated "no consumer".
+            proc.kill()
+            live.proc = None
             return None, setup
         return proc, None
 

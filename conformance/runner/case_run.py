@@ -20,11 +20,13 @@ from conformance.clients import DriverStartError, Outcome
 from conformance.targets import Target
 
 from ..dsl.model import Case, Step
+from ..raw import RAW_RETRY, RequestError, namespace_body, send_frame, send_request
+from ..refs import RefError, dig, resolve, step_lookup
 from .actors import Actors
+from .admin_ops import RUNNER_ANSWERS, answer_by_runner
 from .checks import expect_matches, unspecified_check
 from .faults import FaultRealiser
 from .namespace import Namespace
-from ..raw import RAW_RETRY, RequestError, namespace_body, resolve_refs, send_frame, send_request
 
 DEFAULT_DEADLINE_MS = 20_000
 #: How often the runner looks whether a target process ended while a step runs (Target.exited).
@@ -48,8 +50,13 @@ class StepRun:
     fault_events: list[dict] = field(default_factory=list)
 
 
+def _step_key(step: Step) -> int | str:
+    """What records call a step: its index, or "3.1" inside a repeat."""
+    return step.index if "." not in step.label else step.label
+
+
 def outcome_record(step: Step, out: Outcome) -> dict:
-    rec: dict[str, Any] = {"step": step.index, "actor": step.actor, "op": step.op, "ok": out.ok,
+    rec: dict[str, Any] = {"step": _step_key(step), "actor": step.actor, "op": step.op, "ok": out.ok,
                            "elapsed_ms": round(out.elapsed_ms, 1)}
     if step.id:
         rec["id"] = step.id
@@ -74,11 +81,29 @@ class CaseRun:
         self.faults = FaultRealiser(target, ns, proxy)
         self.result = StepRun()
         self._background: dict[str, tuple[threading.Thread, dict]] = {}
+        self._skipped: set[str] = set()
+        #: What "${id.field}" and "${name}" name: the data of the latest ok step with each id,
+        #: and the captured values (both as the target gave them, unique names included).
+        self.data_by_id: dict[str, dict] = {}
+        self.captures: dict[str, Any] = {}
         self.t0 = time.monotonic()
         #: Set while a fault step acts on nodes (a killed node is marked down just after it died).
         self._in_fault = False
         #: Why the target's process ended during a step (the watcher saw it), else None.
         self.target_gone: str | None = None
+
+    # ----------------------------------------------------------------- references
+    def lookup(self, name: str, path: str | None) -> Any:
+        """The value a reference names (conformance/refs); RefError when there is none yet."""
+        if path is None:
+            if name not in self.captures:
+                raise RefError(f"${{{name}}}: nothing was captured under {name!r} (a failed or skipped step?)")
+            return self.captures[name]
+        return step_lookup(self.data_by_id.get)(name, path)
+
+    def resolve_case(self, value: Any) -> Any:
+        """``value`` with its references resolved, in the case's own names (for comparisons)."""
+        return self.ns.unmap(resolve(value, self.lookup))
 
     # ----------------------------------------------------------------- driving
     def run_steps(self) -> StepRun:
@@ -119,6 +144,15 @@ class CaseRun:
             seen_before = why is not None
 
     def _run(self, step: Step) -> None:
+        if not step.runs_for(self.client):
+            if step.id:
+                self._skipped.add(step.id)
+            self.result.records.append({"step": _step_key(step), "actor": step.actor, "op": step.op or step.kind,
+                                        "skipped": f"runs only with {', '.join(step.clients)}"})
+            return
+        if step.kind == "repeat":
+            self._repeat(step)
+            return
         if step.kind == "wait":
             time.sleep(step.wait_ms / 1000)
             return
@@ -134,7 +168,7 @@ class CaseRun:
             try:
                 event = self.faults.wait_fired(step.timeout_ms)
                 self._record_event(step, event)
-                self._check(step, {"step": step.index, "op": "wait_fault", "ok": True}, None)
+                self._check(step, {"step": step.index, "op": "wait_fault", "ok": True}, "wait_fault")
             except TimeoutError as exc:
                 rec = {"step": step.index, "op": "wait_fault", "ok": False,
                        "error": {"name": "FAULT_NOT_REACHED", "message": str(exc)}}
@@ -143,6 +177,10 @@ class CaseRun:
                                            "message": str(exc)})
             return
         if step.kind == "await":
+            if step.awaits in self._skipped:
+                self.result.records.append({"step": step.index, "op": "await", "id": step.awaits,
+                                            "skipped": f"background step {step.awaits} did not run with {self.client}"})
+                return
             thread, holder = self._background.pop(step.awaits)
             thread.join(timeout=step.timeout_ms / 1000)
             if thread.is_alive():
@@ -151,6 +189,8 @@ class CaseRun:
                                  "message": f"background step {step.awaits} still running after {step.timeout_ms} ms"}}
             else:
                 rec = dict(holder["record"], awaited_at=step.index)
+                if rec.get("ok"):
+                    self.data_by_id[step.awaits] = rec.get("data") or {}
             self.result.records.append(rec)
             self._check(step, rec, f"await {step.awaits}")
             return
@@ -167,7 +207,86 @@ class CaseRun:
             return
         rec = self._op_record(step)
         self.result.records.append(rec)
-        self._check(step, rec, None)
+        self.result.checks += self._after_op(step, rec)
+
+    def _after_op(self, step: Step, rec: dict) -> list[dict]:
+        """An op's check, then its id's data and its captures for the steps after it."""
+        out = []
+        check = self._check_result(step, rec, None)
+        if check is not None:
+            out.append(check)
+        if rec.get("ok"):
+            data = rec.get("data") or {}
+            if step.id:
+                self.data_by_id[step.id] = data
+            for name, path in step.capture.items():
+                try:
+                    self.captures[name] = dig(data, path, f"the data of step {step.label}")
+                except RefError as exc:
+                    self.captures.pop(name, None)
+                    out.append({"name": f"step[{step.label}] capture {name}", "passed": False, "message": str(exc)})
+        elif step.capture:
+            for name in step.capture:
+                self.captures.pop(name, None)
+        return out
+
+    def _repeat(self, step: Step) -> None:
+        """A repeat block: its steps `times` times, or until `until` holds (at most `times`).
+        Every iteration's checks count; the block stops at the first that fails. Records keep
+        the first and the last iteration (the failed one, when one failed): a loop of 30,000
+        requests must not make a results row of 30,000 steps. Each inner step has one check,
+        over all iterations."""
+        tally: dict[str, list] = {}  # label -> [name, iterations checked, first failure, unspecified]
+        last: list[dict] = []
+        done = 0
+        until_held = False
+        failed = False
+        for k in range(1, step.times + 1):
+            this: list[dict] = []
+            for inner in step.body:
+                if not inner.runs_for(self.client):
+                    continue
+                if inner.kind == "wait":
+                    time.sleep(inner.wait_ms / 1000)
+                    continue
+                rec = dict(self._op_record(inner), iteration=k)
+                this.append(rec)
+                checks = self._after_op(inner, rec)
+                for c in checks:
+                    entry = tally.setdefault(c["name"], [c["name"], 0, None, c.get("unspecified", False)])
+                    entry[1] += 1
+                    if not c["passed"] and entry[2] is None:
+                        entry[2] = f"iteration {k}: {c['message']}"
+                        failed = True
+                if inner.id and step.until and inner.id == step.until.step:
+                    expect = step.until.expect.for_client(self.client)
+                    try:
+                        until_held = expect is not None and expect_matches(
+                            step.until.expect, self.ns.unmap(rec), self.client, self.resolve_case)[0]
+                    except RefError:
+                        until_held = False
+                if not rec.get("ok") and self.target.health():
+                    self.result.records += this
+                    raise TargetCrashed(step.index, self.target.health() or "the target is gone")
+            done = k
+            if k == 1:
+                self.result.records += this
+            else:
+                last = this
+            if failed or until_held:
+                break
+        self.result.records += last
+        self.result.records.append({"step": step.index, "op": "repeat", "ok": True, "data": {"iterations": done}})
+        for name, checked, failure, unspecified in tally.values():
+            c = {"name": f"{name} (x{checked})", "passed": failure is None,
+                 "message": failure or f"as expected in all {checked} iteration(s)"}
+            if unspecified:
+                c["unspecified"] = True
+            self.result.checks.append(c)
+        if step.until is not None and not until_held and not failed:
+            self.result.checks.append({"name": f"step[{step.index}] {step.describe()}", "passed": False,
+                                       "message": f"{step.until.step} was not {step.until.expect.describe()} "
+                                                  f"within {step.times} iterations"})
 
     def _record_event(self, step: Step, event: dict) -> None:
         event = dict(event, step=step.index, t=round(time.monotonic() - self.t0, 3))
@@ -180,16 +299,25 @@ class CaseRun:
         return (definition.client if definition is not None else None) or self.client
 
     def _check(self, step: Step, rec: dict, label: str | None) -> None:
-        client = self._client_of(rec.get("actor") or step.actor)
-        expect = step.expect.for_client(client)
-        name = f"step[{step.index}] {label or f'{step.actor}.{step.op}'}: {step.expect.describe()}"
+        check = self._check_result(step, rec, label)
+        if check is not None:
+            self.result.checks.append(check)
+
+    def _check_result(self, step: Step, rec: dict, label: str | None) -> dict | None:
+        """The step's check (None when it expects `any`). A per-client expectation is keyed by
+        the run's client -- on a pinned actor's step too: its own client never varies, what
+        varies from row to row is the client the other actors run."""
+        expect = step.expect.for_client(self.client)
+        name = f"step[{step.label or step.index}] {label or f'{step.actor}.{step.op}'}: {step.expect.describe()}"
         if expect is None:
-            self.result.checks.append(unspecified_check(name, rec, client))
-            return
+            return unspecified_check(name, rec, self.client)
         if expect.any:
-            return
-        passed, message = expect_matches(step.expect, rec, client)
-        self.result.checks.append({"name": name, "passed": passed, "message": message})
+            return None
+        try:
+            passed, message = expect_matches(step.expect, self.ns.unmap(rec), self.client, self.resolve_case)
+        except RefError as exc:
+            passed, message = False, f"cannot evaluate: {exc}"
+        return {"name": name, "passed": passed, "message": message}
 
     def _op_record(self, step: Step) -> dict:
         try:
@@ -207,9 +335,15 @@ class CaseRun:
             live = self.target.live_addresses()
             if not live:
                 return Outcome.failure(step.op, "NETWORK_EXCEPTION", "every node is down")
+            address = live[0][1]
+            if step.broker is not None:
+                node = self.faults.resolve(step.broker, prefer_remembered=False, remember=False)
+                address = dict(live).get(node)
+                if address is None:
+                    return Outcome.failure(step.op, "NETWORK_EXCEPTION", f"node {node} ({step.broker.describe()}) is down")
             if step.op == "request":
-                return self._raw_request(step, live[0][1])
-            return send_frame(live[0][1], step.args)
+                return self._raw_request(step, address)
+            return send_frame(address, step.args)
         if step.op == "crash":
             self.actors.crash(step.actor)
             return Outcome(op="crash", ok=True)
@@ -219,7 +353,12 @@ class CaseRun:
         proc, failed = self.actors.process(step.actor)
         if failed is not None:
             return failed
-        args = self.ns.args(step.args)
+        if step.op == "start":
+            return Outcome(op="start", ok=True)
+        try:
+            args = self.ns.args(resolve(step.args, self.lookup))
+        except RefError as exc:
+            return Outcome.failure(step.op, "DRIVER_ERROR", str(exc))
         live = self.actors.live[step.actor]
         if step.op == "transform":
             if not live.inited and "transactional.id" in live.definition.config:
@@ -233,24 +372,19 @@ class CaseRun:
             return self._send_many(proc, args, deadline)
         if step.op == "poll_until":
             return self._poll_until(proc, args)
+        if step.op in RUNNER_ANSWERS and step.op not in proc.ops:
+            return answer_by_runner(step.op, self.target, args, deadline, proc.client)
         out = proc.call(step.op, deadline, **args)
         if step.op == "init_transactions" and out.ok:
             live.inited = True
         return out
 
-    def _step_data(self, step_id: str) -> dict | None:
-        """The data of the latest ok step with this id (what "${id.field}" refers to)."""
-        for rec in reversed(self.result.records):
-            if rec.get("id") == step_id and rec.get("ok"):
-                return rec.get("data") or {}
-        return None
-
     def _raw_request(self, step: Step, address: tuple[str, int]) -> Outcome:
         args = step.args
         self.target.require_api(args["api"], API[args["api"]].key, int(args["version"]))
         try:
-            body = namespace_body(resolve_refs(args.get("body") or {}, self._step_data), self.ns.name)
-        except RequestError as exc:
+            body = namespace_body(resolve(args.get("body") or {}, self.lookup), self.ns.name)
+        except (RequestError, RefError) as exc:
             return Outcome.failure("request", "DRIVER_ERROR", str(exc))
         # Like a client: "not ready yet" answers are retried until the step's time is up (the
         # case's `retry:` list replaces RAW_RETRY; `[]`: none).

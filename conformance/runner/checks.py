@@ -6,10 +6,16 @@ needs no other file to understand a failure.
 """
 from __future__ import annotations
 
+import re
 from collections import Counter
-from typing import Any
+from typing import Any, Callable
 
 from ..dsl.model import Case, CheckDef, Expect
+from ..refs import data_matches, describe_comparison, is_comparison
+from .transcript_check import check_transcript
+
+#: Resolves the "${...}" references inside an expected value (identity when there are none).
+Resolve = Callable[[Any], Any]
 
 
 def _records(outcome: dict, iso: str, topic: str, partition: int | None) -> list[dict]:
@@ -123,18 +129,6 @@ def check_group_offset(c: CheckDef, outcome: dict) -> tuple[bool, str]:
     return True, f"committed offset {got}"
 
 
-def data_matches(got: Any, want: Any) -> bool:
-    """An op's data against the case's: a number against a list is its length; a mapping needs
-    those keys (recursively, others are ignored); a list needs as many items, each matching."""
-    if isinstance(got, list) and isinstance(want, int) and not isinstance(want, bool):
-        return len(got) == want
-    if isinstance(want, dict):
-        return isinstance(got, dict) and all(k in got and data_matches(got[k], w) for k, w in want.items())
-    if isinstance(want, list):
-        return isinstance(got, list) and len(got) == len(want) and all(map(data_matches, got, want))
-    return got == want
-
-
 def _short_repr(v: Any, limit: int = 300) -> str:
     r = repr(v)
     return r if len(r) <= limit else r[:limit] + "..."
@@ -148,9 +142,15 @@ def unspecified_check(name: str, step: dict, client: str | None) -> dict:
             "message": f"not specified for client {client}: the step returned {what}"}
 
 
-def expect_matches(expect: Expect, step: dict, client: str | None = None) -> tuple[bool, str]:
+def _want_text(k: str, want: Any) -> str:
+    return f"{k} {describe_comparison(want)}" if is_comparison(want) else f"{k}={want!r}"
+
+
+def expect_matches(expect: Expect, step: dict, client: str | None = None,
+                   resolve: Resolve | None = None) -> tuple[bool, str]:
     """Does a recorded step outcome satisfy the case's expectation (``client``'s, when it is per
-    client)? The caller has checked that the expectation exists for that client."""
+    client)? The caller has checked that the expectation exists for that client. ``resolve``
+    turns the references in expected data into values (RefError when one cannot be)."""
     expect = expect.for_client(client)
     if expect.any:
         return True, "any outcome accepted"
@@ -158,29 +158,40 @@ def expect_matches(expect: Expect, step: dict, client: str | None = None) -> tup
     if expect.ok:
         if not step.get("ok"):
             return False, f"expected ok, got {err.get('name') if err else 'an error'}: {(err or {}).get('message', '')}"
-        for k, want in expect.data.items():
-            got = (step.get("data") or {}).get(k)
+        data = step.get("data") or {}
+        want_data = resolve(expect.data) if resolve is not None else expect.data
+        for k, want in want_data.items():
+            got = data.get(k)
             if not data_matches(got, want):
-                return False, f"expected {k}={want!r}, got {_short_repr(got)}"
+                return False, f"expected {_want_text(k, want)}, got {_short_repr(got)}"
         return True, "ok"
     if step.get("ok"):
         return False, f"expected {expect.describe()}, but the step succeeded"
     name = err.get("name") if err else None
+    message = (err or {}).get("message") or ""
     if expect.errors and name not in expect.errors:
-        return False, f"expected {expect.describe()}, got {name}: {err.get('message', '')}"
+        return False, f"expected {expect.describe()}, got {name}: {message}"
     for flag, want in expect.flags.items():
         if bool(err.get(flag)) != want:
             return False, f"expected {flag}={want} for {name}, the client said {flag}={err.get(flag)}"
+    if expect.message is not None and expect.message not in message:
+        return False, f"expected the message of {name} to say {expect.message!r}, it says {message!r}"
+    if expect.message_regex is not None and not re.search(expect.message_regex, message):
+        return False, f"expected the message of {name} to match /{expect.message_regex}/, it says {message!r}"
     return True, name or "error"
 
 
-def check_step(c: CheckDef, outcome: dict, client: str | None = None) -> dict:
-    for s in outcome.get("steps", []):
+def check_step(c: CheckDef, outcome: dict, client: str | None = None, resolve: Resolve | None = None) -> dict:
+    """A step's outcome checked again: its latest record (a step in a repeat keeps its first and
+    last iteration; the last is what it came to). Per-client maps are keyed by the run's client."""
+    for s in reversed(outcome.get("steps", [])):
         if s.get("id") == c.params["step"]:
-            who = s.get("client") or client
-            if c.params["expect"].for_client(who) is None:
-                return unspecified_check(c.name, s, who)
-            passed, message = expect_matches(c.params["expect"], s, who)
+            if c.params["expect"].for_client(client) is None:
+                return unspecified_check(c.name, s, client)
+            try:
+                passed, message = expect_matches(c.params["expect"], s, client, resolve)
+            except ValueError as exc:  # a reference that cannot be resolved
+                passed, message = False, f"cannot evaluate: {exc}"
             return {"name": c.name, "passed": passed, "message": message}
     return {"name": c.name, "passed": False, "message": f"step {c.params['step']} did not run"}
 
@@ -194,18 +205,26 @@ CHECKERS = {
 }
 
 
-def evaluate(case: Case, outcome: dict, client: str | None = None) -> list[dict]:
-    """The case's checks that apply to ``client`` (the run's client), evaluated on the outcome."""
+def evaluate(case: Case, outcome: dict, client: str | None = None, resolve: Resolve | None = None,
+             frames: list[dict] | None = None) -> list[dict]:
+    """The case's checks that apply to ``client`` (the run's client), evaluated on the outcome.
+    ``resolve``: the row's references (case names); ``frames``: the row's transcript, decoded
+    (transcript_check.decode_transcript; None when no proxy stood in front)."""
     results = []
     for c in case.checks:
         if not c.applies_to(client):
             continue
         if c.kind == "step":
-            results.append(check_step(c, outcome, client))
+            results.append(check_step(c, outcome, client, resolve))
             continue
         try:
-            passed, message = CHECKERS[c.kind](c, outcome)
+            if c.kind == "transcript":
+                passed, message = check_transcript(c, frames, resolve)
+            else:
+                passed, message = CHECKERS[c.kind](c, outcome)
         except KeyError as exc:
+            passed, message = False, f"cannot evaluate: {exc}"
+        except ValueError as exc:  # a reference that cannot be resolved
             passed, message = False, f"cannot evaluate: {exc}"
         results.append({"name": c.name, "passed": bool(passed), "message": message})
     return results

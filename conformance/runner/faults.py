@@ -15,6 +15,10 @@ How each kind is realised:
   writes, which happen inside the broker (or broker-to-broker) with no client frame to act on --
   so the case is not applicable there, with that reason, never approximated by a lucky kill -9
   or SIGSTOP.
+- `hold` at a point (only there): the broker's own hold -- the one coroutine at the point waits,
+  the rest of the node answers -- and a later `release` of the same role lets it go on
+  (Target.release_hold: SIGUSR1 to the embedded broker). A release waits for its hold to be
+  reached first, so it can never come before it.
 - proxy rules: conformance/proxy through `proxying.ProxyFront`. A rule `from:` a broker by role
   (`from: coordinator, of: txn-1`) acts on the requests that broker sends (its inter-broker
   client id names it), the role resolved when the rule is added.
@@ -36,6 +40,9 @@ from conformance.targets import NotApplicable, Target
 from ..dsl.model import Case, FaultDef, NodeRef
 from ..vocabulary import PROTOCOL_POINTS
 from .namespace import Namespace
+
+#: How long a `release` waits for the hold it releases to be reached, when no `wait_fault` did.
+RELEASE_WAIT_S = 20.0
 
 
 def plan_broker_configs(case: Case, target_cls: type[Target], target_name: str | None = None) -> dict[str, str]:
@@ -77,7 +84,10 @@ class FaultRealiser:
         self.events: list[dict] = []
 
     # ----------------------------------------------------------------- roles
-    def resolve(self, ref: NodeRef, prefer_remembered: bool) -> int:
+    def resolve(self, ref: NodeRef, prefer_remembered: bool, remember: bool = True) -> int:
+        """The node id of a role, asked over the wire now (or the one the case already acted
+        on, with ``prefer_remembered``). ``remember``: later resume/restart/release of the role
+        name this node (a raw request's addressee is looked up without it)."""
         key = ref.key()
         if prefer_remembered and key in self.remembered:
             return self.remembered[key]
@@ -110,7 +120,8 @@ class FaultRealiser:
             if not followers:
                 raise NotApplicable(f"partition {ref.of} has no follower (replicas {list(replicas)}, leader {leader})")
             node = followers[0]
-        self.remembered[key] = node
+        if remember:
+            self.remembered[key] = node
         return node
 
     # ----------------------------------------------------------------- actions
@@ -137,8 +148,16 @@ class FaultRealiser:
             event = {"fault": fault.describe(), "node": self.resolve(fault.target, prefer_remembered=False),
                      "armed": True}
         else:
-            node = self.resolve(fault.target, prefer_remembered=fault.action in ("resume", "restart"))
-            if fault.action == "crash":
+            if fault.action == "release":
+                # a hold not yet waited for: wait for it first, so the release cannot come before
+                # the hold (and name the node it held on)
+                held = [f for f in self.armed if f.action == "hold" and f.target.key() == fault.target.key()]
+                if held:
+                    self._wait(held[0], RELEASE_WAIT_S)
+            node = self.resolve(fault.target, prefer_remembered=fault.action in ("resume", "restart", "release"))
+            if fault.action == "release":
+                t.release_hold(node)
+            elif fault.action == "crash":
                 t.kill(node)
                 self._node_gone(node)
             elif fault.action == "pause":
@@ -177,9 +196,12 @@ class FaultRealiser:
             event = {"fault": fault.describe(), "rule": rid, "fired": True}
             self.events.append(event)
             return event
-        node = self.target.await_fault_point(fault.at, timeout_ms / 1000)
-        self.waits.pop(0)
-        self.armed.pop(0)
+        return self._wait(fault, timeout_ms / 1000)
+
+    def _wait(self, fault: FaultDef, timeout_s: float) -> dict:
+        node = self.target.await_fault_point(fault.at, timeout_s)
+        self.armed.remove(fault)
+        self.waits = [w for w in self.waits if w[0] is not fault]
         if fault.action == "crash":
             self._node_gone(node)
         # `resume`/`restart` of this role name the node that fired (the key resolve() uses).

@@ -22,7 +22,10 @@ class Namespace:
         self._back: dict[str, str] = {}
 
     def name(self, original: str) -> str:
-        """The unique form of a case name (stable within the run)."""
+        """The unique form of a case name (stable within the run); a name that is already
+        unique (a value an earlier step returned) stays as it is."""
+        if original in self._back:
+            return original
         if original not in self._forward:
             unique = f"{original}-{self.token}"
             self._forward[original] = unique

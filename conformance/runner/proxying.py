@@ -175,6 +175,10 @@ class ProxyFront:
                         "passed": acted > 0, "message": f"{matched} frame(s) matched, {acted} acted on"})
         return out
 
+    def transcript_lines(self) -> list[dict]:
+        """What crossed this proxy since the case began (the lines `check: transcript` reads)."""
+        return self.server.transcript.lines()
+
     def end_case(self, transcript_path: Path) -> Path | None:
         """Remove the case's rules (releasing held frames) and write its transcript."""
         for rid in self._rules:

@@ -30,6 +30,7 @@ from ..dsl.model import Case
 from .actors import client_version
 from .case_run import CaseRun, TargetCrashed
 from .checks import evaluate
+from .transcript_check import decode_transcript
 from .faults import plan_broker_configs
 from .namespace import Namespace
 from .observe import observe
@@ -175,7 +176,8 @@ def run_one(case: Case, slot: TargetSlot, client: str, ctx: RowContext, fresh: b
             steps.checks += proxy.fault_checks()
         raw_outcome = {"steps": steps.records, **observed, "faults": steps.fault_events}
         outcome = ns.unmap(raw_outcome)
-        checks = steps.checks + evaluate(case, outcome, client)
+        frames = decode_transcript(proxy.transcript_lines(), ns.unmap) if proxy is not None else None
+        checks = steps.checks + evaluate(case, outcome, client, case_run.resolve_case, frames)
         if observed.get("observe_errors"):
             checks.append({"name": "observation", "passed": False,
                            "message": "; ".join(ns.unmap(observed["observe_errors"]))})

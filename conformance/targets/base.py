@@ -328,6 +328,10 @@ class Target(abc.ABC):
         TimeoutError when it does not fire within `timeout` seconds."""
         raise NotApplicable(f"target {self.name!r} has no fault points in its code")
 
+    def release_hold(self, node_id: int) -> None:
+        """Let the points `hold` stopped on this node go on (capability `fault_points`)."""
+        raise NotApplicable(f"target {self.name!r} has no fault points in its code")
+
     def log_files(self) -> list[Path]:
         return []
 

@@ -212,6 +212,10 @@ class EmbeddedTarget(LocalProcessTarget):
             self.down.add(notice.node)
         return notice.node
 
+    def release_hold(self, node_id: int) -> None:
+        """SIGUSR1: the broker's held fault points go on (broker_impl.faults, `hold`)."""
+        self._proc(node_id).signal(signal.SIGUSR1)
+
     def _relaunch(self, node_id: int) -> None:
         proc = self.procs[node_id]
         # The same port (clients and the case know the node by address), the same data.

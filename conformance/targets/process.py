@@ -130,6 +130,10 @@ class NodeProcess:
     def returncode(self) -> int | None:
         return self.popen.poll() if self.popen else None
 
+    def signal(self, sig: int) -> None:
+        """Send the process a signal (RuntimeError when it is not running)."""
+        self._signal(sig)
+
     def _signal(self, sig: int) -> None:
         if not self.running():
             raise RuntimeError(f"process {self.pid} is not running")

@@ -30,7 +30,8 @@ from broker_impl.codec import API_BY_KEY
 
 from ..compare import normalise_response, structural_diff
 from ..compare.wire import node_names
-from ..raw import RequestError, resolve_refs, send_request
+from ..raw import send_request
+from ..refs import RefError, resolve, step_lookup
 from ..runner import new_run_id
 from ..runner.row import now_iso
 from ..targets import NotApplicable, TopicSpec, Topology, make_target
@@ -124,8 +125,8 @@ def run_probe(side: Side, probe: Probe, start: int = 0, stop: int | None = None,
         rec: dict[str, Any] = {"step": i, "id": step.id, "actor": "raw", "op": "request", "api": step.api,
                                "version": step.version}
         try:
-            body = resolve_refs(step.body, data.get)
-        except RequestError as exc:
+            body = resolve(step.body, step_lookup(data.get))
+        except RefError as exc:
             rec.update(ok=False, error={"name": "NOT_SENT", "message": str(exc)})
             records.append(rec)
             continue

@@ -12,7 +12,8 @@ from broker_impl.codec import API, REQUEST_HEADER
 from conformance.dsl import CaseError, load_case
 from conformance.dsl.model import Expect
 from conformance.runner.checks import data_matches, evaluate, expect_matches, unspecified_check
-from conformance.raw import RequestError, build_request, namespace_body, resolve_refs
+from conformance.raw import build_request, namespace_body
+from conformance.refs import RefError, resolve, step_lookup
 
 BASE = """
 title: t
@@ -51,7 +52,7 @@ def test_answer_rule_defaults_to_requests_and_carries_the_error(tmp_path):
     ("{proxy: answer, api: EndTxn, error: FENCED}", "steps[1].fault.error"),
     ("{proxy: answer, api: EndTxn, error: ILLEGAL_STATE}", "steps[1].fault.error"),   # a local name
     ("{proxy: answer, api: EndTxn, error: NOT_COORDINATOR, direction: response}", "steps[1].fault.direction"),
-    ("{proxy: answer, api: Produce, error: NOT_COORDINATOR}", "steps[1].fault.api"),
+    ("{proxy: answer, api: ListOffsets, error: NOT_COORDINATOR}", "steps[1].fault.api"),
     ("{proxy: drop, api: EndTxn, error: NOT_COORDINATOR}", "steps[1].fault.error"),
 ])
 def test_bad_answer_rules(tmp_path, fault, field):
@@ -160,7 +161,7 @@ def test_raw_request_steps_load_and_build(tmp_path):
     step = case.steps[2]
     assert (step.actor, step.op, step.args["api"], step.args["version"]) == ("raw", "request", "Produce", 9)
     data = {"init": {"producer_id": 4000, "producer_epoch": 3}}
-    body = namespace_body(resolve_refs(step.args["body"], data.get), lambda n: f"{n}-zz")
+    body = namespace_body(resolve(step.args["body"], step_lookup(data.get)), lambda n: f"{n}-zz")
     assert body["transactional_id"] == "x-zz" and body["topic_data"][0]["name"] == "t1-zz"
     frame = build_request("Produce", 9, body, correlation_id=7)
     api = API["Produce"]
@@ -183,10 +184,10 @@ def test_raw_request_errors(tmp_path):
     assert err.field == "steps[1].body"
     err = error_of(tmp_path, "  - {actor: raw, op: request, api: EndTransaction, version: 1, body: {}}\n")
     assert err.field == "steps[1].api"
-    with pytest.raises(RequestError):
-        resolve_refs({"producer_id": "${nope.producer_id}"}, {}.get)
-    with pytest.raises(RequestError):
-        resolve_refs("${init.missing}", {"init": {"producer_id": 1}}.get)
+    with pytest.raises(RefError):
+        resolve({"producer_id": "${nope.producer_id}"}, step_lookup({}.get))
+    with pytest.raises(RefError):
+        resolve("${init.missing}", step_lookup({"init": {"producer_id": 1}}.get))
     assert namespace_body({"transactional_id": ""}, lambda n: n + "-zz") == {"transactional_id": ""}
 
 

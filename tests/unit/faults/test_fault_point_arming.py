@@ -71,7 +71,8 @@ def test_a_point_fires_once_at_hit_skip_plus_one_and_reports_passed_hits(capsys)
     trio.run(hit_four_times)
     assert fired_lines(capsys) == ["kconform fault point after_complete passed (hit 1)",
                                    "kconform fault point after_complete passed (hit 2)",
-                                   "kconform fault point after_complete reached: hold txn-1"]
+                                   "kconform fault point after_complete reached: hold txn-1",
+                                   "kconform fault point after_complete released"]
 
 
 def test_hold_waits_until_disarmed_while_other_tasks_run():
@@ -134,6 +135,28 @@ def test_pause_stops_the_process_after_saying_so_and_sigcont_continues_it(tmp_pa
         assert proc.stdout.readline() == b"after\n"
         assert proc.wait(20) == 0
         assert err.read_text().splitlines()[-1] == "kconform fault point after_prepare_durable continued"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+def test_hold_holds_only_the_point_until_sigusr1_releases_it(tmp_path):
+    """`hold` + the harness's `release`: the process keeps running (not stopped, unlike pause),
+    the coroutine at the point waits, and SIGUSR1 lets it go on."""
+    proc, err = run_child(tmp_path, "kconform.fault=after_prepare_durable", "kconform.fault.action=hold")
+    try:
+        assert proc.stdout.readline() == b"before\n"
+        deadline = time.monotonic() + 20
+        while "reached: hold" not in err.read_text() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert err.read_text().splitlines() == ["kconform fault point after_prepare_durable reached: hold txn-x"]
+        time.sleep(0.2)
+        assert proc.poll() is None and process_state(proc.pid) != "T"  # held, not stopped, not gone on
+        os.kill(proc.pid, signal.SIGUSR1)
+        assert proc.stdout.readline() == b"after\n"
+        assert proc.wait(20) == 0
+        assert err.read_text().splitlines()[-1] == "kconform fault point after_prepare_durable released"
     finally:
         if proc.poll() is None:
             proc.kill()

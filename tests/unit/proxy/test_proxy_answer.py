@@ -55,11 +55,41 @@ def test_flexible_versions_get_response_header_v1():
 def test_which_versions_can_be_answered():
     assert answerable_versions(API["EndTxn"].key) == frozenset(range(0, API["EndTxn"].max_version + 1))
     assert answerable_versions(API["FindCoordinator"].key) == frozenset(range(0, 4))
-    assert answerable_versions(API["Produce"].key) == frozenset()  # errors live per partition
+    assert answerable_versions(API["ListOffsets"].key) == frozenset()  # no error the proxy can place
+    # per-partition errors: answerable by mirroring the request, which must then be given
+    assert answerable_versions(API["Produce"].key) == frozenset(range(API["Produce"].min_version,
+                                                                      API["Produce"].max_version + 1))
     add = API["AddPartitionsToTxn"].key
-    assert not can_answer(add, 3) and can_answer(add, 4)
+    assert can_answer(add, 3) and can_answer(add, 4)
     with pytest.raises(AnswerError):
         synthesize_response(add, 3, 1, "NOT_COORDINATOR")
+
+
+def test_per_partition_errors_mirror_the_request():
+    """Produce / TxnOffsetCommit / AddPartitionsToTxn v0-3 carry errors per partition: the answer
+    names every partition the request named, each with the error (Produce: base offset -1)."""
+    from conformance.raw import build_request
+
+    produce = build_request("Produce", 9, {"transactional_id": "x", "acks": -1, "timeout_ms": 1000, "topic_data": [
+        {"name": "t1", "partition_data": [{"index": 0, "records": {"batch": {"values": ["a"]}}},
+                                          {"index": 2, "records": {"batch": {"values": ["b"]}}}]}]}, correlation_id=5)
+    _, body = decode("Produce", 9, synthesize_response(API["Produce"].key, 9, 5, "INVALID_PRODUCER_EPOCH", produce))
+    [topic] = body.responses
+    assert topic.name == "t1"
+    assert [(p.index, p.error_code, p.base_offset) for p in topic.partition_responses] == [(0, 47, -1), (2, 47, -1)]
+    add = build_request("AddPartitionsToTxn", 3, {"v3_and_below_transactional_id": "x",
+                                                  "v3_and_below_topics": [{"name": "t1", "partitions": [1, 0]}]})
+    _, body = decode("AddPartitionsToTxn", 3, synthesize_response(API["AddPartitionsToTxn"].key, 3, 1,
+                                                                  "PRODUCER_FENCED", add))
+    [topic] = body.results_by_topic_v3_and_below
+    assert [(p.partition_index, p.partition_error_code) for p in topic.results_by_partition] == [(1, 90), (0, 90)]
+    txn = build_request("TxnOffsetCommit", 3, {"transactional_id": "x", "group_id": "g", "topics": [
+        {"name": "t1", "partitions": [{"partition_index": 0, "committed_offset": 3}]}]})
+    _, body = decode("TxnOffsetCommit", 3, synthesize_response(API["TxnOffsetCommit"].key, 3, 1,
+                                                               "UNKNOWN_MEMBER_ID", txn))
+    assert [(p.partition_index, p.error_code) for p in body.topics[0].partitions] == [(0, 25)]
+    with pytest.raises(AnswerError):
+        synthesize_response(API["Produce"].key, 9, 5, "INVALID_PRODUCER_EPOCH", b"\x00\x00\x00\x02xx")
 
 
 def test_error_names_and_codes():
@@ -78,7 +108,7 @@ def test_answer_rules_are_validated():
                 {"api": "EndTxn", "action": "answer", "error": "NOPE"},
                 {"api": "EndTxn", "action": "answer", "error": 16, "direction": "response"},
                 {"action": "answer", "error": 16},                                       # any API
-                {"api": "Produce", "action": "answer", "error": 16},                     # no top-level error
+                {"api": "ListOffsets", "action": "answer", "error": 16},                 # no error to place
                 {"api": "EndTxn", "action": "drop", "error": 16}):                       # error without answer
         with pytest.raises(RuleError):
             Rule.from_dict(bad)
@@ -86,15 +116,15 @@ def test_answer_rules_are_validated():
 
 def test_answer_rule_selects_only_answerable_versions():
     book = RuleBook()
-    rid = book.add({"api": "AddPartitionsToTxn", "action": "answer", "error": "NOT_COORDINATOR"})
-    R = API["AddPartitionsToTxn"].Request
-    v3 = request_info(request_frame("AddPartitionsToTxn", 3, 1, R(v3_and_below_transactional_id="t")))
-    v4 = request_info(request_frame("AddPartitionsToTxn", 4, 2, R(transactions=[])))
-    assert book.decide(1, 1, v3, 0) is None and book.counts(rid) == (0, 0)
-    decided = book.decide(1, 1, v4, 0)
+    rid = book.add({"api": "FindCoordinator", "action": "answer", "error": "NOT_COORDINATOR"})
+    R = API["FindCoordinator"].Request
+    v4 = request_info(request_frame("FindCoordinator", 4, 1, R(key_type=1, coordinator_keys=["t"])))
+    v3 = request_info(request_frame("FindCoordinator", 3, 2, R(key="t", key_type=1)))
+    assert book.decide(1, 1, v4, 0) is None and book.counts(rid) == (0, 0)  # errors per coordinator key
+    decided = book.decide(1, 1, v3, 0)
     assert decided is not None and decided[0] == rid
-    frame = decided[1].answer_frame(v4)
-    assert decode("AddPartitionsToTxn", 4, frame)[1].error_code == 16
+    frame = decided[1].answer_frame(v3)
+    assert decode("FindCoordinator", 3, frame)[1].error_code == 16
 
 
 def _endtxn(corr: int) -> bytes:

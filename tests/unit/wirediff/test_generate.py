@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from broker_impl.codec import API, REQUEST_HEADER
-from conformance.raw import build_request, resolve_refs
+from conformance.raw import build_request
+from conformance.refs import resolve, step_lookup
 from conformance.wirediff.generate import Names, valid_body, variants, with_unknown_tags
 from conformance.wirediff.recipes import CLIENT_MAX, client_versions, probes
 
@@ -27,7 +28,7 @@ def test_every_probe_of_every_api_version_builds(api, version):
     versions = client_versions([{a.key: (a.min_version, a.max_version) for a in API.values()}])
     for probe in probes(api, version, versions, names_for):
         for step in probe.steps:
-            frame = build_request(step.api, step.version, resolve_refs(step.body, ANSWERS.get))
+            frame = build_request(step.api, step.version, resolve(step.body, step_lookup(ANSWERS.get)))
             if step.unknown_tags:
                 frame = with_unknown_tags(frame, step.api, step.version)
             assert len(frame) > 12

@@ -29,6 +29,7 @@ type Client interface {
 	Position(Args, Deadline) (map[string]any, error)
 	Close(Args, Deadline) (map[string]any, error)
 	DescribeTransactions(Args, Deadline) (map[string]any, error)
+	DescribeProducers(Args, Deadline) (map[string]any, error)
 	ListOffsets(Args, Deadline) (map[string]any, error)
 	CreateTopics(Args, Deadline) (map[string]any, error)
 }
@@ -42,7 +43,8 @@ func OpsOf(c Client) map[string]Op {
 		"commit_transaction": c.CommitTransaction, "abort_transaction": c.AbortTransaction,
 		"subscribe": c.Subscribe, "assign": c.Assign, "poll": c.Poll, "commit": c.Commit,
 		"committed": c.Committed, "position": c.Position, "close": c.Close,
-		"describe_transactions": c.DescribeTransactions, "list_offsets": c.ListOffsets,
+		"describe_transactions": c.DescribeTransactions, "describe_producers": c.DescribeProducers,
+		"list_offsets": c.ListOffsets,
 		"create_topics": c.CreateTopics,
 	}
 }
@@ -142,6 +144,15 @@ func PartitionRows(parts map[string][]int32) []map[string]any {
 		}
 	}
 	return rows
+}
+
+// ProducerRow is one active producer as describe_producers answers it (ops.yaml): Kafka's
+// DescribeProducers fields, -1 for "none".
+func ProducerRow(id int64, epoch, lastSequence int32, lastTimestamp int64, coordinatorEpoch int32,
+	txnStart int64) map[string]any {
+	return map[string]any{"producer_id": id, "producer_epoch": epoch, "last_sequence": lastSequence,
+		"last_timestamp_ms": lastTimestamp, "coordinator_epoch": coordinatorEpoch,
+		"current_txn_start_offset": txnStart}
 }
 
 // Topics are the distinct topics of some partitions.

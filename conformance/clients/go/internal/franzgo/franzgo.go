@@ -1055,6 +1055,47 @@ func (d *Driver) DescribeTransactions(a driver.Args, dl driver.Deadline) (map[st
 	return map[string]any{"transactions": out}, nil
 }
 
+func (d *Driver) DescribeProducers(a driver.Args, dl driver.Deadline) (map[string]any, error) {
+	adm, err := d.adminClient(dl)
+	if err != nil {
+		return nil, err
+	}
+	parts, err := a.TopicPartitions("partitions")
+	if err != nil {
+		return nil, err
+	}
+	set := kadm.TopicsSet{}
+	for _, tp := range parts {
+		set.Add(tp.Topic, tp.Partition)
+	}
+	ctx, cancel := ctxFor(dl)
+	defer cancel()
+	described, err := adm.DescribeProducers(ctx, set)
+	if err != nil && len(described) == 0 {
+		return nil, err
+	}
+	out := []any{}
+	for _, tp := range parts {
+		row := map[string]any{"topic": tp.Topic, "partition": tp.Partition}
+		p, ok := described[tp.Topic].Partitions[tp.Partition]
+		switch {
+		case !ok:
+			row["error"] = d.Normalise(err, "describe_producers")
+		case p.Err != nil:
+			row["error"] = d.Normalise(p.Err, "describe_producers")
+		default:
+			producers := []any{}
+			for _, s := range p.ActiveProducers.Sorted() {
+				producers = append(producers, driver.ProducerRow(s.ProducerID, int32(s.ProducerEpoch), s.LastSequence,
+					s.LastTimestamp, s.CoordinatorEpoch, s.CurrentTxnStartOffset))
+			}
+			row["producers"] = producers
+		}
+		out = append(out, row)
+	}
+	return map[string]any{"partitions": out}, nil
+}
+
 func (d *Driver) ListOffsets(a driver.Args, dl driver.Deadline) (map[string]any, error) {
 	adm, err := d.adminClient(dl)
 	if err != nil {

@@ -27,8 +27,10 @@
 //     (Sarama's private partitionConsumer.offset, read by reflection). commit/committed are
 //     OffsetCommit/OffsetFetch to the group coordinator (generation -1, as an assigned consumer);
 //     with enable.auto.commit the OffsetManager commits the polled offsets at its interval.
-//   - describe_transactions is the broker-level DescribeTransactions request (Sarama's
-//     ClusterAdmin has no such call); list_offsets is ListOffsets with the isolation level.
+//   - describe_transactions is the broker-level DescribeTransactions request at the coordinator,
+//     describe_producers DescribeProducers at the partition's leader (the requests Sarama's
+//     TransactionClusterAdmin sends, asked per id / partition so that one error stays that
+//     row's); list_offsets is ListOffsets with the isolation level.
 //
 // Classification -- Sarama's own notions:
 //
@@ -1313,6 +1315,49 @@ func (d *Driver) DescribeTransactions(a driver.Args, dl driver.Deadline) (map[st
 		out = append(out, row)
 	}
 	return map[string]any{"transactions": out}, nil
+}
+
+func (d *Driver) DescribeProducers(a driver.Args, dl driver.Deadline) (map[string]any, error) {
+	cl, err := d.adminClient(dl)
+	if err != nil {
+		return nil, err
+	}
+	parts, err := a.TopicPartitions("partitions")
+	if err != nil {
+		return nil, err
+	}
+	out := []any{}
+	for _, tp := range parts {
+		row := map[string]any{"topic": tp.Topic, "partition": tp.Partition}
+		leader, err := cl.Leader(tp.Topic, tp.Partition)
+		var resp *sarama.DescribeProducersResponse
+		if err == nil {
+			resp, err = leader.DescribeProducers(&sarama.DescribeProducersRequest{
+				Topics: []sarama.DescribeProducersRequestTopic{{Name: tp.Topic, PartitionIndexes: []int32{tp.Partition}}}})
+		}
+		if err == nil && (len(resp.Topics) == 0 || len(resp.Topics[0].Partitions) == 0) {
+			err = sarama.ErrIncompleteResponse
+		}
+		if err != nil {
+			row["error"] = d.Normalise(err, "describe_producers")
+			out = append(out, row)
+			continue
+		}
+		p := resp.Topics[0].Partitions[0]
+		if p.ErrorCode != sarama.ErrNoError {
+			row["error"] = d.Normalise(p.ErrorCode, "describe_producers")
+			out = append(out, row)
+			continue
+		}
+		producers := []any{}
+		for _, s := range p.ActiveProducers {
+			producers = append(producers, driver.ProducerRow(s.ProducerID, s.ProducerEpoch, s.LastSequence,
+				s.LastTimestamp, s.CoordinatorEpoch, s.CurrentTxnStartOffset))
+		}
+		row["producers"] = producers
+		out = append(out, row)
+	}
+	return map[string]any{"partitions": out}, nil
 }
 
 // -- errors ----------------------------------------------------------------------------------------

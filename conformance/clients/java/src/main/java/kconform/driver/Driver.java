@@ -29,11 +29,13 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.CreateTopicsOptions;
+import org.apache.kafka.clients.admin.DescribeProducersResult;
 import org.apache.kafka.clients.admin.DescribeTransactionsResult;
 import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.ProducerState;
 import org.apache.kafka.clients.admin.TransactionDescription;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -68,7 +70,7 @@ public final class Driver {
             "hello", "create_producer", "create_consumer", "create_admin", "init_transactions",
             "begin_transaction", "send", "flush", "send_offsets_to_transaction", "commit_transaction",
             "abort_transaction", "subscribe", "assign", "poll", "commit", "committed", "position", "close",
-            "describe_transactions", "list_offsets", "create_topics");
+            "describe_transactions", "describe_producers", "list_offsets", "create_topics");
     private static final Set<String> PRODUCER_OPS = Set.of(
             "init_transactions", "begin_transaction", "send", "flush", "send_offsets_to_transaction",
             "commit_transaction", "abort_transaction");
@@ -214,6 +216,7 @@ public final class Driver {
             case "position": return position(a, d);
             case "close": return close(a, d);
             case "describe_transactions": return describeTransactions(a, d);
+            case "describe_producers": return describeProducers(a, d);
             case "list_offsets": return listOffsets(a, d);
             case "create_topics": return createTopics(a, d);
             default: throw new OpError("UNSUPPORTED_BY_CLIENT", op);
@@ -593,6 +596,40 @@ public final class Driver {
         }
         ObjectNode data = empty();
         data.set("transactions", out);
+        return data;
+    }
+
+    private JsonNode describeProducers(JsonNode a, Deadline d) throws Exception {
+        List<TopicPartition> parts = new ArrayList<>();
+        for (JsonNode p : a.get("partitions")) parts.add(new TopicPartition(p.get("topic").asText(), p.get("partition").asInt()));
+        DescribeProducersResult result = admin().describeProducers(parts);
+        ArrayNode out = Outcomes.JSON.createArrayNode();
+        for (TopicPartition tp : parts) {
+            ObjectNode n = out.addObject();
+            n.put("topic", tp.topic());
+            n.put("partition", tp.partition());
+            try {
+                List<ProducerState> states = new ArrayList<>(
+                        result.partitionResult(tp).get(d.remainingMs(), TimeUnit.MILLISECONDS).activeProducers());
+                states.sort((x, y) -> Long.compare(x.producerId(), y.producerId()));
+                ArrayNode producers = n.putArray("producers");
+                for (ProducerState s : states) {
+                    ObjectNode pn = producers.addObject();
+                    pn.put("producer_id", s.producerId());
+                    pn.put("producer_epoch", s.producerEpoch());
+                    pn.put("last_sequence", s.lastSequence());
+                    pn.put("last_timestamp_ms", s.lastTimestamp());
+                    pn.put("coordinator_epoch", s.coordinatorEpoch().orElse(-1));
+                    pn.put("current_txn_start_offset", s.currentTransactionStartOffset().orElse(-1L));
+                }
+            } catch (TimeoutException e) {
+                throw new OpError("DEADLINE_EXCEEDED", "describe_producers: no answer for " + tp + " before the deadline");
+            } catch (java.util.concurrent.ExecutionException e) {
+                n.set("error", Outcomes.error(e, null));
+            }
+        }
+        ObjectNode data = empty();
+        data.set("partitions", out);
         return data;
     }
 
