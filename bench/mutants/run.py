@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:48} {'CAUGHT' if catching else 'survived':9} {', '.join(catching) or verdicts}", flush=True)
     caught = sum(1 for r in table if r["caught"])
     print()
-    print(f"| mutant | area | caught | cases that catch it |\n|---|---|---|---|")
+    print("| mutant | area | caught | cases that catch it |\n|---|---|---|---|")
     for r in table:
         print(f"| {r['mutant']} | {r['area']} | {'yes' if r['caught'] else 'NO'} | {', '.join(r['by']) or '-'} |")
     score = 100.0 * caught / len(table) if table else 0.0
