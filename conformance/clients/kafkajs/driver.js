@@ -62,7 +62,8 @@
  * - list_offsets asks the cluster of a KafkaJS consumer of the requested isolation level that
  *   never joins (Cluster.fetchTopicsOffset): KafkaJS's admin asks at one isolation level only.
  * - create_topics: admin.createTopics per topic; KafkaJS resolves false for a topic that exists.
- * - describe_transactions: KafkaJS has no DescribeTransactions (UNSUPPORTED_BY_CLIENT).
+ * - describe_transactions, describe_producers: KafkaJS has neither API (UNSUPPORTED_BY_CLIENT; the
+ *   runner then sends the request itself).
  */
 
 const { Kafka, logLevel, Partitioners, AssignerProtocol } = require('kafkajs')
@@ -75,7 +76,10 @@ const ERRORS = loadErrorTable(process.argv)
 const OPS = ['hello', 'create_producer', 'create_consumer', 'create_admin', 'init_transactions', 'begin_transaction',
   'send', 'flush', 'send_offsets_to_transaction', 'commit_transaction', 'abort_transaction', 'subscribe', 'assign',
   'poll', 'commit', 'committed', 'position', 'close', 'list_offsets', 'create_topics']
-const UNSUPPORTED = { describe_transactions: `KafkaJS ${KAFKAJS_VERSION} has no DescribeTransactions` }
+const UNSUPPORTED = {
+  describe_transactions: `KafkaJS ${KAFKAJS_VERSION} has no DescribeTransactions`,
+  describe_producers: `KafkaJS ${KAFKAJS_VERSION} has no DescribeProducers`
+}
 
 // KafkaJS errors that carry no Kafka code -> normalised name (innermost first, then outward).
 const LOCAL_CLASS_NAMES = {
@@ -164,7 +168,7 @@ class KafkaJSDriver {
   async handle (op, args, deadline) {
     if (UNSUPPORTED[op]) throw new OpError('UNSUPPORTED_BY_CLIENT', `${op}: ${UNSUPPORTED[op]}`)
     if (!OPS.includes(op)) {
-      const known = ['describe_transactions', ...OPS]
+      const known = [...Object.keys(UNSUPPORTED), ...OPS]
       if (known.includes(op)) throw new OpError('UNSUPPORTED_BY_CLIENT', `${op}: kafkajs has no such operation`)
       throw new OpError('DRIVER_ERROR', `unknown op ${JSON.stringify(op)}`)
     }
