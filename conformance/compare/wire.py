@@ -50,6 +50,8 @@ WIRE_MASKS: tuple[Mask, ...] = (
                                             "epoch is kept"),
     Mask("last_timestamp", "time", "DescribeProducers: the timestamp of the producer's last batch, which for a "
                                    "transaction marker is the wall-clock time it was written; -1 vs a time is kept"),
+    Mask("log_append_time_ms", "time", "Produce: the broker's wall-clock time of the append when the topic uses "
+                                       "LogAppendTime; -1 (CreateTime) vs a time is kept"),
     Mask("error_message", "text", "free text in each broker's words; null vs a message is kept (clients "
                                   "show it to users)"),
 )

@@ -140,6 +140,20 @@ def cost_class(case: Case) -> int:
     return 1 if waited >= 5000 else 0
 
 
+def heavy(row: PlannedRow) -> bool:
+    """A row that starts a multi-node instance of a target whose nodes are heavy processes
+    (Target.heavy_nodes: Apache Kafka's JVMs)."""
+    return row.case.topology.nodes > 1 and target_class(row.target).heavy_nodes
+
+
+def default_heavy_limit() -> int:
+    """Heavy rows at once: one per two cores. Measured on this 2-core machine: a three-node
+    Apache Kafka row costs ~15 s of CPU; four of them starting together (12 JVMs) drove the
+    load to 16 and a cluster missed its 120 s registration timeout, while one at a time beside
+    three light workers kept every start under 10 s."""
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
 class WorkQueue:
     """The rows not yet started, handed out so that workers keep their instances busy.
 
@@ -148,10 +162,14 @@ class WorkQueue:
     are idle; within that, per target, the rows whose target instance can be reused grouped by
     reuse key (topology, broker configs, proxy) -- fault-free cases before those that dirty an
     instance -- and a worker asks for a row its slot already holds an instance for before
-    taking the next in line."""
+    taking the next in line. At most `heavy_limit` heavy rows (see heavy()) run at once: a
+    worker passes over them while the limit is reached, and waits only when nothing else is
+    left."""
 
-    def __init__(self, rows: list[PlannedRow], proxy_mode: str) -> None:
-        self._lock = threading.Lock()
+    def __init__(self, rows: list[PlannedRow], proxy_mode: str, heavy_limit: int | None = None) -> None:
+        self._cond = threading.Condition()
+        self.heavy_limit = heavy_limit or default_heavy_limit()
+        self._heavy_running = 0
         probe: dict[str, TargetSlot] = {}
         keyed = []
         for r in rows:
@@ -176,16 +194,36 @@ class WorkQueue:
             return (0, "", bool(row.case.faults()))
         return (1, repr(key), bool(row.case.faults()))
 
-    def take(self, slots: dict[str, TargetSlot]) -> PlannedRow | None:
-        with self._lock:
-            if not self._pending:
-                return None
-            for i, (row, key) in enumerate(self._pending):
-                slot = slots.get(row.target)
-                # key[-1]: the row runs on a shared instance, which any worker may use
-                if key is not None and not key[-1] and slot is not None and slot.holds(key[:-1]):
-                    return self._pending.pop(i)[0]
-            return self._pending.pop(0)[0]
+    def _choose(self, slots: dict[str, TargetSlot]) -> int | None:
+        """The index of the row to hand out now, or None while only held-back heavy rows remain."""
+        admissible = [i for i, (row, _) in enumerate(self._pending)
+                      if self._heavy_running < self.heavy_limit or not heavy(row)]
+        for i in admissible:
+            row, key = self._pending[i]
+            slot = slots.get(row.target)
+            # key[-1]: the row runs on a shared instance, which any worker may use
+            if key is not None and not key[-1] and slot is not None and slot.holds(key[:-1]):
+                return i
+        return admissible[0] if admissible else None
+
+    def take(self, slots: dict[str, TargetSlot], stop: Callable[[], bool] = lambda: False) -> PlannedRow | None:
+        """The next row for a worker holding `slots`; None when the queue is empty or stop()."""
+        with self._cond:
+            while self._pending and not stop():
+                i = self._choose(slots)
+                if i is not None:
+                    row = self._pending.pop(i)[0]
+                    self._heavy_running += heavy(row)
+                    return row
+                self._cond.wait(timeout=1.0)  # a heavy row is running; another may end it
+            return None
+
+    def done(self, row: PlannedRow) -> None:
+        """The worker finished `row` (whatever its verdict)."""
+        if heavy(row):
+            with self._cond:
+                self._heavy_running -= 1
+                self._cond.notify_all()
 
 
 # ============================================================================ whole run
@@ -209,6 +247,7 @@ def run(opts: RunOptions, on_row: OnRow | None = None, on_start: OnStart | None 
             "clients": opts.clients, "cases": [c.id for c in opts.cases], "reference_target": reference,
             "jobs": jobs, "target_starts": {}, "target_start_seconds": {}}
     queue = WorkQueue(rows_plan, opts.proxy)
+    meta["heavy_limit"] = queue.heavy_limit
     shared = SharedTargets(opts.target_options, work)
     done_rows: dict[int, dict] = {}
     lock = threading.Lock()
@@ -222,7 +261,7 @@ def run(opts: RunOptions, on_row: OnRow | None = None, on_start: OnStart | None 
             worker_slots.append(slots)
         try:
             while not errors:
-                item = queue.take(slots)
+                item = queue.take(slots, stop=lambda: bool(errors))
                 if item is None:
                     return
                 slot = slots.get(item.target)
@@ -231,7 +270,10 @@ def run(opts: RunOptions, on_row: OnRow | None = None, on_start: OnStart | None 
                                                            work / f"w{wid}", opts.proxy)
                 if on_start:
                     on_start(item.case.id, item.target, item.client, wid)
-                row = run_one(item.case, slot, item.client, ctx, opts.fresh, shared)
+                try:
+                    row = run_one(item.case, slot, item.client, ctx, opts.fresh, shared)
+                finally:
+                    queue.done(item)
                 with lock:
                     done_rows[item.index] = row
                     with open(results_path, "a", encoding="utf-8") as out:

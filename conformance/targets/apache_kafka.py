@@ -129,6 +129,7 @@ class ApacheKafkaTarget(LocalProcessTarget):
     versioned = True
     #: One JVM serves many clients at once; parallel case runs without faults share it.
     shareable = True
+    heavy_nodes = True
     ready_timeout = 120.0
     prewarm_coordinators = True
     stop_grace = 10.0

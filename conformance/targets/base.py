@@ -122,6 +122,11 @@ class Target(abc.ABC):
     #: would be the bottleneck -- or whose single event loop would make a timing case late --
     #: get an instance per worker instead.
     shareable: ClassVar[bool] = False
+    #: Each node is a heavy process to start (a JVM: ~5 s of CPU for one node, ~15 s for a
+    #: three-node cluster with one node restart, measured on this 2-core machine): the runner
+    #: lets only a few multi-node instances of such a target start and run at once
+    #: (runner.WorkQueue), so that concurrent cluster starts do not miss their own timeouts.
+    heavy_nodes: ClassVar[bool] = False
     #: Takes `advertised.listeners` as a broker config: each node can name the proxy's port for
     #: itself, so brokers reach each other through the proxy too (broker-to-broker fault rules).
     advertises_listeners: ClassVar[bool] = False

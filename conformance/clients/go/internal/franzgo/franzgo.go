@@ -438,32 +438,27 @@ func (d *Driver) BeginTransaction(a driver.Args, dl driver.Deadline) (map[string
 }
 
 func (d *Driver) CommitTransaction(a driver.Args, dl driver.Deadline) (map[string]any, error) {
-	p, err := d.prod()
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := ctxFor(dl)
-	defer cancel()
-	if err := p.Flush(ctx); err != nil {
-		return nil, err
-	}
-	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		return nil, err
-	}
-	return map[string]any{}, nil
+	return d.endTransaction(dl, kgo.TryCommit, (*kgo.Client).Flush)
 }
 
 func (d *Driver) AbortTransaction(a driver.Args, dl driver.Deadline) (map[string]any, error) {
+	return d.endTransaction(dl, kgo.TryAbort, (*kgo.Client).AbortBufferedRecords)
+}
+
+// endTransaction ends the transaction the way franz-go's docs ask: the buffered records first
+// (flushed for a commit, dropped for an abort), then EndTransaction.
+func (d *Driver) endTransaction(dl driver.Deadline, how kgo.TransactionEndTry,
+	settle func(*kgo.Client, context.Context) error) (map[string]any, error) {
 	p, err := d.prod()
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := ctxFor(dl)
 	defer cancel()
-	if err := p.AbortBufferedRecords(ctx); err != nil {
+	if err := settle(p, ctx); err != nil {
 		return nil, err
 	}
-	if err := p.EndTransaction(ctx, kgo.TryAbort); err != nil {
+	if err := p.EndTransaction(ctx, how); err != nil {
 		return nil, err
 	}
 	return map[string]any{}, nil

@@ -637,6 +637,12 @@ func (d *Driver) Send(a driver.Args, dl driver.Deadline) (map[string]any, error)
 }
 
 func (d *Driver) Flush(a driver.Args, dl driver.Deadline) (map[string]any, error) {
+	if d.producer == nil && d.prodConf != nil && d.prodConf.Producer.Transaction.ID != "" {
+		// Sarama builds a transactional producer in init_transactions (its InitProducerId runs
+		// in the constructor): before that nothing can be outstanding, as with the other
+		// clients' flush before initTransactions.
+		return d.deliveries.Flushed()
+	}
 	if _, err := d.prod(true); err != nil {
 		return nil, err
 	}
