@@ -5,6 +5,12 @@ high watermark for read_uncommitted and the last stable offset for read_committe
 read_committed consumer starting at "latest" must begin from); a search by timestamp looks
 below the same bound. A timestamp with no record at or after it answers offset -1,
 timestamp -1, as Kafka does.
+
+A new leader whose high watermark has not yet reached the start of its leader epoch (its
+followers have not fetched since the election) answers a client's ``latest`` with
+OFFSET_NOT_AVAILABLE, as Kafka's Partition.fetchOffsetForTimestamp does: the high watermark it
+holds may be below what the previous leader already exposed, and a consumer must not be told
+an end that goes backwards. Replicas (replica_id >= 0) are answered as before.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ EARLIEST_LOCAL = -4
 EARLIEST_PENDING_UPLOAD = -5
 LATEST_TIERED = -6
 READ_COMMITTED = 1
+CONSUMER_REPLICA_ID = -1
 
 
 @handles("ListOffsets")
@@ -35,6 +42,7 @@ async def handle_list_offsets(broker: Broker, ctx, req):
     T = R.ListOffsetsTopicResponse
     P = T.ListOffsetsPartitionResponse
     committed = ctx.version >= 2 and req.isolation_level == READ_COMMITTED
+    from_client = req.replica_id == CONSUMER_REPLICA_ID
     out = []
     for t in req.topics:
         topic = broker.topics.get(t.name)
@@ -54,6 +62,10 @@ async def handle_list_offsets(broker: Broker, ctx, req):
             ts = p.timestamp
             try:
                 if ts == LATEST:
+                    start = part.leader_epoch_start_offset
+                    if from_client and start is not None and start > plog.high_watermark:
+                        pr.error_code = Errors.OFFSET_NOT_AVAILABLE
+                        continue
                     pr.offset = plog.last_stable_offset if committed else plog.high_watermark
                     pr.leader_epoch = part.leader_epoch
                 elif ts in (EARLIEST, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD):

@@ -446,8 +446,10 @@ class Target(abc.ABC):
 
     #: ListOffsets errors that mean "ask again": NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE,
     #: UNKNOWN_TOPIC_OR_PARTITION (metadata not yet everywhere), and the epoch/fencing answers
-    #: of a leader change under way.
-    RETRIABLE_OFFSET_ERRORS = frozenset({3, 5, 6, 74, 75})
+    #: of a leader change under way -- among them OFFSET_NOT_AVAILABLE (78), which a new leader
+    #: answers until its high watermark has reached the start of its leader epoch (seen on Kafka
+    #: 4.3.1 right after cluster/acks_all_survives_leader_kill's restart).
+    RETRIABLE_OFFSET_ERRORS = frozenset({3, 5, 6, 74, 75, 78})
 
     def end_offsets(self, partitions: list[tuple[str, int]], read_committed: bool,
                     timeout: float = 10.0) -> dict[tuple[str, int], int]:
