@@ -170,6 +170,7 @@ class WorkQueue:
         self._cond = threading.Condition()
         self.heavy_limit = heavy_limit or default_heavy_limit()
         self._heavy_running = 0
+        self._heavy = {r.index for r in rows if heavy(r)}  # decided once per row
         probe: dict[str, TargetSlot] = {}
         keyed = []
         for r in rows:
@@ -196,8 +197,8 @@ class WorkQueue:
 
     def _choose(self, slots: dict[str, TargetSlot]) -> int | None:
         """The index of the row to hand out now, or None while only held-back heavy rows remain."""
-        admissible = [i for i, (row, _) in enumerate(self._pending)
-                      if self._heavy_running < self.heavy_limit or not heavy(row)]
+        room = self._heavy_running < self.heavy_limit
+        admissible = [i for i, (row, _) in enumerate(self._pending) if room or row.index not in self._heavy]
         for i in admissible:
             row, key = self._pending[i]
             slot = slots.get(row.target)
@@ -213,14 +214,14 @@ class WorkQueue:
                 i = self._choose(slots)
                 if i is not None:
                     row = self._pending.pop(i)[0]
-                    self._heavy_running += heavy(row)
+                    self._heavy_running += row.index in self._heavy
                     return row
                 self._cond.wait(timeout=1.0)  # a heavy row is running; another may end it
             return None
 
     def done(self, row: PlannedRow) -> None:
         """The worker finished `row` (whatever its verdict)."""
-        if heavy(row):
+        if row.index in self._heavy:
             with self._cond:
                 self._heavy_running -= 1
                 self._cond.notify_all()

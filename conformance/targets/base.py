@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Callable, ClassVar, Collection, TypeVar
 
-from broker_impl.codec import error_name
+from broker_impl.codec import Errors, error_name
 
 from . import wire
 from .admin import create_topics
@@ -449,7 +449,10 @@ class Target(abc.ABC):
     #: of a leader change under way -- among them OFFSET_NOT_AVAILABLE (78), which a new leader
     #: answers until its high watermark has reached the start of its leader epoch (seen on Kafka
     #: 4.3.1 right after cluster/acks_all_survives_leader_kill's restart).
-    RETRIABLE_OFFSET_ERRORS = frozenset({3, 5, 6, 74, 75, 78})
+    RETRIABLE_OFFSET_ERRORS = frozenset({
+        Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.LEADER_NOT_AVAILABLE, Errors.NOT_LEADER_OR_FOLLOWER,
+        Errors.FENCED_LEADER_EPOCH, Errors.UNKNOWN_LEADER_EPOCH, Errors.OFFSET_NOT_AVAILABLE,
+    })
 
     def end_offsets(self, partitions: list[tuple[str, int]], read_committed: bool,
                     timeout: float = 10.0) -> dict[tuple[str, int], int]:
