@@ -16,6 +16,7 @@ import signal
 import subprocess
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import IO, Any, Sequence
 
@@ -39,6 +40,23 @@ class DriverStartError(RuntimeError):
 class ClientProcess:
     """A running client driver. Thread-safe: ``call`` is serialised; ``kill`` may come from any thread
     while a call is in progress, and that call then returns DRIVER_DIED at once."""
+
+    # Every driver this interpreter started and has not seen end: ``kill_all`` is how an interrupted
+    # run ends them (they run in their own session, so a Ctrl-C or SIGTERM never reaches them).
+    _started: "weakref.WeakSet[ClientProcess]" = weakref.WeakSet()
+    _started_lock = threading.Lock()
+
+    @classmethod
+    def kill_all(cls) -> int:
+        """SIGKILL every driver still running in this interpreter; returns how many were killed."""
+        with cls._started_lock:
+            procs = list(cls._started)
+        killed = 0
+        for proc in procs:
+            if proc.alive:
+                proc.kill()
+                killed += 1
+        return killed
 
     def __init__(self, client: str, command: Sequence[str] | None = None, *, label: str | None = None,
                  grace_ms: int = DEFAULT_GRACE_MS, env: dict[str, str] | None = None,
@@ -77,6 +95,8 @@ class ClientProcess:
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
             start_new_session=True,  # a Ctrl-C at the runner must not kill the drivers behind its back
         )
+        with ClientProcess._started_lock:
+            ClientProcess._started.add(self)
         threading.Thread(target=self._read_stdout, args=(self._proc.stdout,), daemon=True,
                          name=f"{self.label}-stdout").start()
         threading.Thread(target=self._read_stderr, args=(self._proc.stderr,), daemon=True,

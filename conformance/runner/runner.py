@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
+from conformance.clients.process import ClientProcess
 from conformance.clients.registry import CLIENTS
 from conformance.compare import structural_diff
 from conformance.targets import NotApplicable, split_name, target_class
@@ -306,6 +307,7 @@ def run(opts: RunOptions, on_row: OnRow | None = None, on_start: OnStart | None 
         # started is stopped here -- the workers are daemon threads and would leave their
         # brokers running when the interpreter exits.
         errors.append(KeyboardInterrupt())
+        ClientProcess.kill_all()   # the rows' actors and observers: their own session, so still running
         for slots in list(worker_slots):
             for slot in list(slots.values()):
                 slot.release()

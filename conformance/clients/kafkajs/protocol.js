@@ -95,18 +95,25 @@ async function serve (driver) {
   process.on('uncaughtException', err => process.stderr.write(`uncaught exception: ${err && err.stack ? err.stack : err}\n`))
 
   const rl = readline.createInterface({ input: process.stdin, terminal: false })
-  for await (const raw of rl) {
-    const line = raw.trim()
-    if (!line) continue
-    let request
-    try {
-      request = JSON.parse(line)
-      if (!request || typeof request !== 'object' || Array.isArray(request)) throw new Error('request is not a JSON object')
-    } catch (err) {
-      reply(JSON.stringify({ id: null, ok: false, error: new OpError('DRIVER_ERROR', `malformed request: ${err.message}`).info }))
-      continue
+  try {
+    for await (const raw of rl) {
+      const line = raw.trim()
+      if (!line) continue
+      let request
+      try {
+        request = JSON.parse(line)
+        if (!request || typeof request !== 'object' || Array.isArray(request)) throw new Error('request is not a JSON object')
+      } catch (err) {
+        reply(JSON.stringify({ id: null, ok: false, error: new OpError('DRIVER_ERROR', `malformed request: ${err.message}`).info }))
+        continue
+      }
+      reply(JSON.stringify(await answer(driver, request)))
     }
-    reply(JSON.stringify(await answer(driver, request)))
+  } catch (err) {
+    // Nobody left to answer (EPIPE: the runner is gone). Exit rather than return: KafkaJS's
+    // reconnect timers would keep the process alive, spinning on a dead broker.
+    process.stderr.write(`driver stops: ${err && err.stack ? err.stack : err}\n`)
+    process.exit(1)
   }
   process.exit(0)
 }

@@ -7,6 +7,7 @@ behave as they would against a dead broker, which is exactly what deadline handl
 from __future__ import annotations
 
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -242,3 +243,33 @@ def test_kafkajs_refuses_a_header_order_it_cannot_keep(spawn, dead_bootstrap):
                         deadline_ms=5_000)
     assert not outcome.ok and outcome.error.name == "INVALID_ARGUMENT", outcome.to_dict()
     assert outcome.error.origin == "driver" and '"a"' in outcome.error.message
+
+
+def test_kafkajs_driver_exits_when_nobody_reads_its_answers(silent_bootstrap):
+    """A runner that dies (kill -9) mid-op leaves a driver whose answer meets a closed pipe: the
+    driver must exit then. KafkaJS keeps reconnect timers running against a broker, so a driver that
+    merely stopped reading kept spinning on a dead cluster long after its run ended."""
+    if not CLIENTS["kafkajs"].availability()[0]:
+        pytest.skip(f"kafkajs unavailable: {CLIENTS['kafkajs'].availability()[1]}")
+    proc = subprocess.Popen(CLIENTS["kafkajs"].command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        proc.stdin.write(encode_request(1, "create_producer", 10_000,
+                                        {"config": {"bootstrap.servers": silent_bootstrap}}))
+        proc.stdin.flush()
+        rid, outcome = decode_reply(proc.stdout.readline(), "create_producer", 0.0)
+        assert rid == 1 and outcome.ok, outcome.to_dict()
+        # an op that hangs on the silent broker until its deadline; its answer will find no reader
+        proc.stdin.write(encode_request(2, "send", 1_500, {"topic": "t", "partition": 0, "value": "v"}))
+        proc.stdin.flush()
+        proc.stdout.close()
+        try:
+            proc.wait(timeout=1.5 + 8)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the KafkaJS driver kept running after its answer met a closed pipe")
+        assert proc.returncode != 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        proc.stdin.close()
