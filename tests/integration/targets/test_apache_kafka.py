@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from conformance.targets import ApacheKafkaTarget, NoLiveNode, TopicSpec, Topology, wire
+from conformance.targets.apache_kafka import CONTROLLER_NODE_ID, read_properties
 from targets_helpers import producer, produce, read_partitions
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(600)]
@@ -110,6 +111,22 @@ def test_feature_levels_are_set_at_format_time(start_target):
     assert target.finalized_features["transaction.version"] == 1
     server_properties = (target.workdir / "node-1" / "server.properties").read_text()
     assert "transaction.version" not in server_properties
+
+
+def test_each_node_is_formatted_as_its_own(start_target):
+    """Nodes are formatted as copies of the storage tool's output for their kind of node: each
+    copy must be that node's (node.id, its own directory.id, this cluster's id), and a copy made
+    for one set of feature levels must never stand for another."""
+    target, _ = start_target("apache-kafka", Topology(nodes=3, controller="dedicated"), {"transaction.version": "1"})
+    assert target.finalized_features["transaction.version"] == 1
+    metas = {i: read_properties(target.workdir / f"node-{i}" / "data" / "meta.properties")
+             for i in (1, 2, 3, CONTROLLER_NODE_ID)}
+    assert {i: m["node.id"] for i, m in metas.items()} == {i: str(i) for i in metas}
+    assert {m["cluster.id"] for m in metas.values()} == {target.cluster_id}
+    assert len({m["directory.id"] for m in metas.values()}) == len(metas)
+    assert all((target.workdir / f"node-{i}" / "data" / "bootstrap.checkpoint").is_file() for i in metas)
+    other, _ = start_target("apache-kafka", Topology(nodes=1))
+    assert other.finalized_features["transaction.version"] == 2
 
 
 def test_unknown_version_fails_with_maven_message(tmp_path, monkeypatch):
