@@ -754,8 +754,9 @@ def parse_case(data: Any, file: str, case_id: str) -> m.Case:
     if cid != case_id:
         v.fail("id", f"the file's path under cases/ without .yaml ({case_id!r}), or no id at all", cid)
     raw_topology = data.get("topology")
-    if is_workload and not (raw_topology or {}).get("topics"):
-        raw_topology = {**(raw_topology or {}), "topics": default_topics()}
+    if is_workload and isinstance(raw_topology or {}, dict) and not (raw_topology or {}).get("topics"):
+        nodes = (raw_topology or {}).get("nodes", 1)
+        raw_topology = {**(raw_topology or {}), "topics": default_topics(nodes if isinstance(nodes, int) else 1)}
     topology = _topology(v, raw_topology)
     topics = {t.name: t.partitions for t in topology.topics}
     workload = None

@@ -331,6 +331,8 @@ class Case:
                 continue
             if f.at:
                 caps.add("fault_points")
+                if self.workload is not None:
+                    caps.add("restart")  # the nemesis starts a node that ended itself at a point again
             caps.add(NODE_ACTIONS[f.action])
         if self.topology.nodes > 1:
             caps.add("multi_node")

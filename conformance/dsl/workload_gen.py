@@ -18,8 +18,10 @@ Knobs (all optional):
     faults: [kill, pause, stop, proxy, client]   # kinds the schedule draws from (`points`: the
                           # coordinator crashed at a protocol point, embedded broker only)
     fault_gap_s: [3, 8]   # time between two faults' starts
-    assignor: any         # copier group: range | cooperative-sticky | any (drawn)
-    static_members: any   # copiers with group.instance.id: true | false | any (drawn)
+    assignor: any         # copier group: range | cooperative-sticky | any (drawn) -- with `clients`
+                          # (a mixed group: what all its clients support); without, every copier
+                          # runs the row's client with that client's default assignor
+    static_members: any   # copiers with group.instance.id: true | false | any (drawn), with `clients`
     records: [1, 8]       # records per transaction / per producer batch
     abort_ratio: 0.15
     long_transactions: 0.5  # share of transactional workers whose transactions stay open 0.3-2.5 s
@@ -55,10 +57,13 @@ ASSIGNOR_FEATURE = {"range": "range_assignor", "cooperative-sticky": "cooperativ
 STATIC_FEATURE = "static_membership"
 
 
-def default_topics() -> list[dict[str, Any]]:
+def default_topics(nodes: int = 1) -> list[dict[str, Any]]:
     """The topics of a workload whose case names none: three partitions each, rolling a segment
-    every 4 s (a transaction's records and its marker then often sit in different segments)."""
-    return [{"name": t, "partitions": 3, "configs": {"segment.ms": "4000"}} for t in (DATA, INPUT, OUTPUT)]
+    every 4 s (a transaction's records and its marker then often sit in different segments);
+    on three nodes or more, replicated three times with min.insync.replicas 2 (acks=all then
+    survives one node down)."""
+    configs = {"segment.ms": "4000", **({"min.insync.replicas": "2"} if nodes >= 3 else {})}
+    return [{"name": t, "partitions": 3, "configs": dict(configs)} for t in (DATA, INPUT, OUTPUT)]
 
 
 def generate(v, seed: int, knobs: dict[str, Any], topics: dict[str, int], nodes: int, time_limit: float,
@@ -89,15 +94,17 @@ def generate(v, seed: int, knobs: dict[str, Any], topics: dict[str, int], nodes:
             abort_ratio=k["abort_ratio"], hold_ms=(300, 2500) if long else (0, 50), pause_ms=(0, 200)))
     if k["copiers"] and INPUT in topics and OUTPUT in topics:
         members = [next(clients) for _ in range(k["copiers"])]
-        assignor, static = _group_settings(v, rng, k, members)
+        pinned = all(c is not None for c in members)
+        assignor, static = _group_settings(v, rng, k, members) if pinned else (None, False)
         for i, client in enumerate(members):
             start = stop = None
             if k["churn"] and i > 0:
                 start = round(rng.uniform(0, time_limit * 0.4), 1)
                 if rng.random() < 0.4:
                     stop = round(rng.uniform(start + time_limit * 0.2, time_limit * 0.9), 1)
-            config = {"transaction.timeout.ms": "20000", "session.timeout.ms": "10000",
-                      "partition.assignment.strategy": JAVA_ASSIGNORS[assignor]}
+            config = {"transaction.timeout.ms": "20000", "session.timeout.ms": "10000"}
+            if assignor is not None:
+                config["partition.assignment.strategy"] = JAVA_ASSIGNORS[assignor]
             if static:
                 config["group.instance.id"] = f"member-c{i + 1}"
             workers.append(WorkerDef(

@@ -51,6 +51,11 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
+#: Cases with this tag (the longer generative workloads, cases/workloads) run only when named by
+#: --case or --tag: the library run without either leaves them out.
+LONG_TAG = "long"
+
+
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -80,6 +85,8 @@ def cmd_run(args) -> int:
         return 2
     if args.tags:
         cases = [c for c in cases if set(c.tags) & set(args.tags)]
+    elif not args.cases:
+        cases = [c for c in cases if LONG_TAG not in c.tags]   # the library run (docs/workload.md)
     if not cases:
         print("no case matches", file=sys.stderr)
         return 2

@@ -50,7 +50,8 @@ LSO_TIMEOUT_S = 2.0
 WATCH_INTERVAL_S = 0.5
 #: Seconds the producers get to finish the operation in hand once the workload stops.
 FINISH_S = 60.0
-#: The copiers count as drained once their committed offsets stood still this long.
+#: The copiers count as drained once their committed offsets passed every visible input record
+#: and then stood still this long.
 DRAIN_QUIET_S = 3.0
 
 
@@ -196,15 +197,18 @@ class WorkloadRun:
         self.history.event("runner", "phase", {"phase": "settled", **self.end})
 
     def _drain(self, deadline: float) -> bool:
-        """Until the copiers are idle: every copier's last polls came back empty and the groups'
-        committed offsets have not moved for DRAIN_QUIET_S (an input partition whose last
-        entry is a marker is never "committed to its end": a copier commits past the records it
-        copied, not past markers). Whether every input record was copied is the checker's
-        (`stalled`, from the final read)."""
+        """Until every copier group's committed offsets passed the last input record the history
+        says is visible to read_committed (a plain write acknowledged, or a record of a
+        transaction whose commit answered ok), and then DRAIN_QUIET_S more without the offsets
+        moving (records of transactions whose end is unknown may be there too). An input whose
+        last entries are markers or aborted records is drained at its last visible record: a
+        copier commits past what it copied. Whether every input record was copied is the
+        checker's (`stalled`, from the final read)."""
         groups = self._copier_groups()
         last: dict | None = None
         since = time.monotonic()
         while time.monotonic() < deadline and not self.aborted.is_set():
+            need = self._visible_ends()
             try:
                 now = {g: self._committed(g, [(self.ns.name(t), p) for t in inputs for p in range(self.partitions[t])])
                        for g, (inputs, _) in groups.items()}
@@ -212,12 +216,35 @@ class WorkloadRun:
                 now = None
             if now != last:
                 last, since = now, time.monotonic()
-            copiers = [wk for wk in self.workers.values() if wk.wk.kind == "copier" and wk.is_alive()]
-            idle = copiers and all(wk.idle_polls >= 2 for wk in copiers)
-            if now is not None and idle and time.monotonic() - since >= DRAIN_QUIET_S:
-                return True
+            if now is not None:
+                behind = [(g, t, p) for g, (inputs, _) in groups.items() for t in inputs
+                          for p in range(self.partitions[t])
+                          if now[g].get((self.ns.name(t), p), -1) < need.get((t, p), 0)]
+                if not behind and time.monotonic() - since >= DRAIN_QUIET_S:
+                    return True
             time.sleep(0.5)
         return False
+
+    def _visible_ends(self) -> dict[tuple[str, int], int]:
+        """(topic, partition) -> one past the last record the history says read_committed sees."""
+        ends: dict[tuple[str, int], int] = {}
+
+        def seen(topic: str, partition: int, offset: int | None) -> None:
+            if offset is not None and offset >= 0:
+                ends[(topic, partition)] = max(ends.get((topic, partition), 0), offset + 1)
+
+        events = self.history.events()
+        for e in events:
+            if e["type"] != "ok":
+                continue
+            v = e.get("value") or {}
+            if e["f"] == "send":
+                inv = events[e["invoke"]]["value"]
+                seen(inv["topic"], inv["partition"], v.get("offset"))
+            elif e["f"] == "txn" and v.get("end") == "commit":
+                for _, topic, partition, offset in v.get("records") or []:
+                    seen(topic, partition, offset)
+        return ends
 
     def _copier_groups(self) -> dict[str, tuple[list[str], str]]:
         out: dict[str, tuple[list[str], str]] = {}

@@ -84,8 +84,6 @@ class Worker:
         self.inited_gen = 0
         self.left = False
         self.refused = 0
-        #: Polls in a row that came back empty (a copier with nothing left to copy).
-        self.idle_polls = 0
         self._mutex = threading.Lock()
 
     def start(self) -> None:
@@ -284,7 +282,6 @@ class Worker:
         got = [[run.ns.unmap(r["topic"]), r["partition"], r["offset"], r.get("value")]
                for r in out.data.get("records", [])]
         self.h.complete(i, "ok", {"records": got})
-        self.idle_polls = 0 if got else self.idle_polls + 1
         if not got:
             return
         out_parts = run.partitions[self.wk.to]
