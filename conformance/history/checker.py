@@ -100,6 +100,7 @@ class Txn:
     start: float
     fate: str = "aborted"       # committed | aborted | unknown
     commit_sent_at: float | None = None
+    commit_sent_index: int | None = None
     invoke: dict | None = None
     completion: dict | None = None
     values: list[str] = field(default_factory=list)
@@ -173,11 +174,11 @@ def _writes(events: list[dict], workers: dict[str, Any]) -> tuple[dict[str, list
     abort or a crash), and the transactions by name."""
     writes: dict[str, list[Write]] = defaultdict(list)
     txns: dict[str, Txn] = {}
-    commits_sent: dict[str, float] = {}
+    commits_sent: dict[str, dict] = {}
     for inv, done in pairs(events):
         f = inv["f"]
         if f == "end_txn" and (inv.get("value") or {}).get("commit"):
-            commits_sent.setdefault(inv["value"]["txn"], inv["time"])
+            commits_sent.setdefault(inv["value"]["txn"], inv)
         if f == "send":
             v = inv["value"]
             kind = getattr(workers.get(inv["worker"]), "kind", "producer")
@@ -203,7 +204,9 @@ def _writes(events: list[dict], workers: dict[str, Any]) -> tuple[dict[str, list
                 t.values.append(value)
             txns[t.name] = t
     for t in txns.values():
-        t.commit_sent_at = commits_sent.get(t.name)
+        sent = commits_sent.get(t.name)
+        if sent is not None:
+            t.commit_sent_at, t.commit_sent_index = sent["time"], sent["index"]
         done = t.completion
         end = (done.get("value") or {}).get("end") if done is not None else None
         if done is not None and done["type"] == "ok" and end == "commit":
@@ -272,8 +275,11 @@ def _lost_and_misplaced(found: _Found, writes: dict[str, list[Write]], txns: dic
                                         "the final read_committed read",
                           {"value": value, "partition": where, "offset": w.offset, "commit": _ev(txn.completion)},
                           txn.completion["time"] if txn.completion else None)
-            if w.acked and w.offset is not None:
-                at = [o for tp, o in (uncommitted.get(value) or committed.get(value) or []) if tp == where]
+            # where the acknowledgement said it went: in the read_uncommitted read (every attempt
+            # stays in the log), or without one in read_committed for what it must show
+            log = uncommitted if have_uncommitted else committed
+            if w.acked and w.offset is not None and (have_uncommitted or txn is None or txn.fate == "committed"):
+                at = [o for tp, o in (log.get(value) or []) if tp == where]
                 if at and w.offset not in at:
                     found.add("wrong_offset", f"{value} was acknowledged at {where}@{w.offset} but is at "
                                               f"{where}@{at[0]}", {"value": value, "acked": w.offset, "found": at})
@@ -353,7 +359,7 @@ def _live_reads(found: _Found, events: list[dict], writes: dict[str, list[Write]
                 found.add("aborted_read", f"{e['process']} read {value} at {tp}@{offset}, a record of transaction "
                                           f"{mine[0].name}, which aborted", {"poll": _ev(e), "txn": mine[0].name},
                           e["time"])
-            elif not any(t.commit_sent_at is not None and t.commit_sent_at <= e["time"] for t in mine):
+            elif not any(t.commit_sent_index is not None and t.commit_sent_index < e["index"] for t in mine):
                 sent = [t.commit_sent_at for t in mine if t.commit_sent_at is not None]
                 found.add("undecided_read", f"{e['process']} read {value} at {tp}@{offset} at {e['time']:.3f} s; the "
                                             f"commit of its transaction {mine[0].name} was sent at "
@@ -365,10 +371,10 @@ def _fencing(found: _Found, events: list[dict], workers: dict[str, Any], txns: d
     """A fenced error on process P of transactional id X is legitimate only when a newer process
     of X asked for its producer id after P did, or P's transaction outlived its timeout (the
     coordinator aborts it and bumps the epoch)."""
-    inits: dict[str, list[tuple[float, str]]] = defaultdict(list)   # worker -> [(invoke time, process)]
+    inits: dict[str, list[tuple[int, str]]] = defaultdict(list)   # worker -> [(invocation index, process)]
     for inv, done in pairs(events):
         if inv["f"] == "init":
-            inits[inv["worker"]].append((inv["time"], inv["process"]))
+            inits[inv["worker"]].append((inv["index"], inv["process"]))
     starts: dict[str, list[Txn]] = {}
     for t in sorted(txns.values(), key=lambda t: t.start):
         starts.setdefault(t.process, []).append(t)
@@ -383,10 +389,10 @@ def _fencing(found: _Found, events: list[dict], workers: dict[str, Any], txns: d
         wk = workers.get(e["worker"])
         if wk is None or wk.kind not in ("transactional", "copier"):
             continue
-        mine = [t for t, p in inits[e["worker"]] if p == e["process"]]
+        mine = [i for i, p in inits[e["worker"]] if p == e["process"]]
         if not mine:
             continue
-        newer = [(t, p) for t, p in inits[e["worker"]] if p != e["process"] and mine[0] < t <= e["time"]]
+        newer = [(i, p) for i, p in inits[e["worker"]] if p != e["process"] and mine[0] < i < e["index"]]
         if newer:
             continue
         timeout_s = int(wk.config.get("transaction.timeout.ms", 60000)) / 1000
