@@ -24,8 +24,12 @@ Knobs (all optional):
     static_members: any   # copiers with group.instance.id: true | false | any (drawn), with `clients`
     records: [1, 8]       # records per transaction / per producer batch
     abort_ratio: 0.15
-    long_transactions: 0.5  # share of transactional workers whose transactions stay open 0.3-2.5 s
+    long_transactions: 0.5  # share of transactional workers whose transactions stay open hold_ms
+    hold_ms: [300, 2500]  # how long those transactions stay open after their records are written
     churn: true           # copiers join late and leave early
+    pause_ms: [0, 200]    # the producers' think time between operations (default 0-150 ms, 0-200 for
+                          # transactional ones): long pauses let producer state expire
+                          # (producer.id.expiration.ms in topology.broker_configs)
 """
 from __future__ import annotations
 
@@ -40,11 +44,12 @@ from .workload import ASSIGNORS, ScheduledFault, WorkerDef
 
 FAULT_KINDS = ("kill", "pause", "stop", "proxy", "client", "points")
 KNOBS = {"producers", "idempotent", "transactional", "copiers", "readers", "clients", "faults", "fault_gap_s",
-         "assignor", "static_members", "records", "abort_ratio", "long_transactions", "churn"}
+         "assignor", "static_members", "records", "abort_ratio", "long_transactions", "churn", "pause_ms", "hold_ms"}
 DEFAULTS: dict[str, Any] = {"producers": 1, "idempotent": 2, "transactional": 3, "copiers": 3, "readers": 2,
                             "faults": ["kill", "pause", "proxy", "client"], "fault_gap_s": [3, 8],
                             "assignor": "any", "static_members": "any", "records": [1, 8],
-                            "abort_ratio": 0.15, "long_transactions": 0.5, "churn": True}
+                            "abort_ratio": 0.15, "long_transactions": 0.5, "churn": True, "pause_ms": None,
+                            "hold_ms": [300, 2500]}
 #: The topics a generated workload uses, by role: what producers write and readers read, the
 #: copiers' input and output.
 DATA, INPUT, OUTPUT = "data", "in", "out"
@@ -78,20 +83,21 @@ def generate(v, seed: int, knobs: dict[str, Any], topics: dict[str, int], nodes:
 
     n_writers = k["producers"] + k["idempotent"] + k["transactional"]
     per_worker = max(5, op_limit // max(1, n_writers + k["copiers"] + k["readers"]))
+    pause = tuple(k["pause_ms"]) if k["pause_ms"] else None
     for i in range(k["producers"]):
         workers.append(WorkerDef(name=f"p{i + 1}", kind="producer", client=next(clients), topics=tuple(sources),
                                  config={"acks": "all", "enable.idempotence": "false"}, ops=per_worker * 4,
-                                 records=tuple(k["records"]), pause_ms=(0, 150)))
+                                 records=tuple(k["records"]), pause_ms=pause or (0, 150)))
     for i in range(k["idempotent"]):
         workers.append(WorkerDef(name=f"i{i + 1}", kind="idempotent", client=next(clients),
                                  topics=tuple(sources), config={"acks": "all", "enable.idempotence": "true"},
-                                 ops=per_worker * 4, records=tuple(k["records"]), pause_ms=(0, 150)))
+                                 ops=per_worker * 4, records=tuple(k["records"]), pause_ms=pause or (0, 150)))
     for i in range(k["transactional"]):
         long = rng.random() < k["long_transactions"]
         workers.append(WorkerDef(
             name=f"t{i + 1}", kind="transactional", client=next(clients), topics=tuple(sources),
             config={"transaction.timeout.ms": "20000"}, ops=per_worker, records=tuple(k["records"]),
-            abort_ratio=k["abort_ratio"], hold_ms=(300, 2500) if long else (0, 50), pause_ms=(0, 200)))
+            abort_ratio=k["abort_ratio"], hold_ms=tuple(k["hold_ms"]) if long else (0, 50), pause_ms=pause or (0, 200)))
     if k["copiers"] and INPUT in topics and OUTPUT in topics:
         members = [next(clients) for _ in range(k["copiers"])]
         pinned = all(c is not None for c in members)
@@ -151,6 +157,11 @@ def _knobs(v, raw: dict[str, Any], topics: dict[str, int]) -> dict[str, Any]:
     if (not isinstance(gap, list) or len(gap) != 2 or not all(isinstance(x, (int, float)) for x in gap)
             or not 0.5 <= gap[0] <= gap[1]):
         v.fail("workload.generate.fault_gap_s", "[min, max] seconds, 0.5 <= min <= max", gap)
+    for key in ("pause_ms", "hold_ms"):
+        p = k[key]
+        if p is not None and (not isinstance(p, list) or len(p) != 2 or not all(isinstance(x, int) for x in p)
+                              or not 0 <= p[0] <= p[1]):
+            v.fail(f"workload.generate.{key}", "[min, max] milliseconds, 0 <= min <= max", p)
     rec = k["records"]
     if not isinstance(rec, list) or len(rec) != 2 or not all(isinstance(x, int) for x in rec) or not 1 <= rec[0] <= rec[1]:
         v.fail("workload.generate.records", "[min, max] integers, 1 <= min <= max", rec)

@@ -210,8 +210,16 @@ def windows(events: Iterable[dict], end: float) -> list[Window]:
     return sorted(out, key=lambda w: w.start)
 
 
-def unexpected(errors: Iterable[WireError], wins: list[Window], nodes: int) -> list[Anomaly]:
+#: Broker configs under which more answers are a healthy broker's: a producer whose state
+#: expired (producer.id.expiration.ms) is answered UNKNOWN_PRODUCER_ID, and its batches in
+#: flight OUT_OF_ORDER_SEQUENCE_NUMBER, at any time.
+EXPECTED_BY_CONFIG = {"producer.id.expiration.ms": frozenset({"UNKNOWN_PRODUCER_ID", "OUT_OF_ORDER_SEQUENCE_NUMBER"})}
+
+
+def unexpected(errors: Iterable[WireError], wins: list[Window], nodes: int,
+               broker_configs: dict[str, str] | None = None) -> list[Anomaly]:
     """The `unexpected_error` anomaly (module doc): one Anomaly with every such answer counted."""
+    allowed = frozenset().union(*(codes for key, codes in EXPECTED_BY_CONFIG.items() if key in (broker_configs or {})))
     found: list[dict] = []
     count = 0
     first_seen: dict[str, float] = {}
@@ -224,7 +232,8 @@ def unexpected(errors: Iterable[WireError], wins: list[Window], nodes: int) -> l
             why = "never answered to a real client"
         elif nodes == 1 and e.error in ONE_NODE:
             why = "impossible on one node (min.insync.replicas <= 1 of 1 replica)"
-        elif e.error in QUIET and e.explained is None and not any(w.covers(e.t) for w in wins):
+        elif (e.error in QUIET and e.error not in allowed and e.explained is None
+              and not any(w.covers(e.t) for w in wins)):
             if e.error in STARTUP and e.t < first_seen[e.api] + WARMUP_S:
                 continue
             why = "outside every fault window"
