@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from conformance.clients.registry import CLIENTS
 from conformance.targets import Target
 
 from ..dsl.model import ActorDef, Case
@@ -33,7 +34,7 @@ from ..history import ANOMALIES, Anomaly, History, check
 from ..history import profile as wire_profile
 from ..history.timeline import write_timeline
 from ..raw import send_request
-from .actors import Actors
+from .actors import CONSUMER_KEYS, Actors
 from .admin_ops import answer_by_runner
 from .case_run import StepRun, TargetCrashed
 from .faults import FaultRealiser
@@ -42,7 +43,7 @@ from .nemesis import Nemesis
 from .transcript_check import decode_line
 from .workload_workers import Worker
 
-ROLES = {"producer": "producer", "idempotent": "producer", "transactional": "producer", "copier": "copier",
+ROLES = {"producer": "producer", "idempotent": "producer", "transactional": "producer", "copier": "producer",
          "reader": "consumer"}
 #: How often the LSO sampler asks, and how long one ask may take.
 LSO_EVERY_S = 0.5
@@ -56,15 +57,16 @@ DRAIN_QUIET_S = 3.0
 
 
 def actor_def(wk) -> ActorDef:
-    """A worker as the case runner's actor (runner/actors.py makes and restarts its processes)."""
+    """A worker as the case runner's actor (runner/actors.py makes and restarts its processes).
+    A copier's actor is its producer: the worker makes the consumer once init_transactions
+    returned (workload_workers.Worker.ensure says why)."""
     config = {"client.id": wk.name, **wk.config}
     if wk.transactional_id:
         config.setdefault("transactional.id", wk.transactional_id)
     if wk.kind == "copier":
-        config.setdefault("group.id", wk.group)
-    consumes = ROLES[wk.kind] in ("copier", "consumer")
+        config = {k: v for k, v in config.items() if k not in CONSUMER_KEYS}
     return ActorDef(name=wk.name, role=ROLES[wk.kind], client=wk.client, config=config,
-                    inputs=wk.topics if consumes else (), assign=wk.kind == "reader")
+                    inputs=wk.topics if wk.kind == "reader" else (), assign=wk.kind == "reader")
 
 
 class WorkloadRun:
@@ -82,6 +84,8 @@ class WorkloadRun:
                              self.partitions)
         self.realiser = FaultRealiser(target, ns, proxy)
         self.workers = {wk.name: Worker(self, wk) for wk in self.w.workers}
+        #: Copiers left out on this row's client (plan_copiers says why).
+        self.skipped: dict[str, str] = self.plan_copiers()
         self.stopping = threading.Event()
         self.draining = threading.Event()
         self.drained = threading.Event()
@@ -95,6 +99,30 @@ class WorkloadRun:
         #: What the end phase found: drained (copiers caught up), hanging partitions.
         self.end: dict[str, Any] = {}
         self.summary: dict[str, Any] = {}
+
+    def plan_copiers(self) -> dict[str, str]:
+        """Copiers whose client cannot copy exactly once in a group that rebalances: a client
+        without KIP-447 (its consumer's group metadata in TxnOffsetCommit, committed offsets read
+        with require_stable -- ClientSpec feature `kip447`) re-reads offsets a pending transaction
+        has not committed yet and copies twice whenever a second member joins or leaves (measured:
+        Sarama, KafkaJS, aiokafka). Their groups keep the first member only, with no churn: the
+        history then checks the broker, not a client's known design limit."""
+        skipped: dict[str, str] = {}
+        first: dict[str, str] = {}
+        for wk in self.w.workers:
+            if wk.kind != "copier":
+                continue
+            client = wk.client or self.client
+            features = getattr(CLIENTS[client], "features", None)
+            if features is None or "kip447" in features:
+                continue
+            if wk.group not in first:
+                first[wk.group] = wk.name
+                self.workers[wk.name].no_churn = True
+            else:
+                skipped[wk.name] = (f"{client} has no KIP-447 group fencing: one copier per group "
+                                    f"({first[wk.group]} copies for {wk.group})")
+        return skipped
 
     # ----------------------------------------------------------------- for workers and nemesis
     def elapsed(self) -> float:
@@ -115,6 +143,12 @@ class WorkloadRun:
         if self.proxy is not None:
             self.proxy.remove_rule(rid)
 
+    def copier_consumer_config(self, wk) -> dict[str, str]:
+        """A copier's consumer config: the consumer part of its config, in the group, read_committed."""
+        d = ActorDef(name=wk.name, role="copier", client=wk.client,
+                     config={"client.id": wk.name, "group.id": wk.group, **wk.config})
+        return self.actors.consumer_config(d)
+
     def resolve_case(self, value: Any) -> Any:
         return self.ns.unmap(value)
 
@@ -132,8 +166,11 @@ class WorkloadRun:
         try:
             for t in side:
                 t.start()
-            for wk in self.workers.values():
-                wk.start()
+            for name, why in self.skipped.items():
+                self.history.event(f"{name}#0", "skipped", {"why": why})
+            for name, wk in self.workers.items():
+                if name not in self.skipped:
+                    wk.start()
             self.nemesis.start()
             why = self._main_phase()
             self.history.event("runner", "phase", {"phase": "end", "why": why})
@@ -174,7 +211,7 @@ class WorkloadRun:
 
     def _end_phase(self) -> None:
         deadline = time.monotonic() + self.w.settle_s
-        copiers = [name for name, wk in self.workers.items() if wk.wk.kind == "copier"]
+        copiers = [name for name, wk in self.workers.items() if wk.wk.kind == "copier" and name not in self.skipped]
         if copiers:
             self.draining.set()   # before `stopping`: a copier must never read "stop" alone
         self.stopping.set()

@@ -82,6 +82,9 @@ class Worker:
         self.down_until = 0.0
         self.restart_requested = False
         self.inited_gen = 0
+        self.consumer_gen = 0
+        #: Never leaves before the end (a copier whose client cannot survive a rebalance).
+        self.no_churn = False
         self.left = False
         self.refused = 0
         self._mutex = threading.Lock()
@@ -93,7 +96,8 @@ class Worker:
         """A new thread for the same worker (its process, counters and state carried over):
         a copier that left the group comes back to help drain the input."""
         w = Worker(self.run_, self.wk)
-        w.rng, w.values, w.txns, w.inited_gen, w.ops_done = self.rng, self.values, self.txns, self.inited_gen, self.ops_done
+        w.rng, w.values, w.txns, w.ops_done = self.rng, self.values, self.txns, self.ops_done
+        w.inited_gen, w.consumer_gen, w.no_churn = self.inited_gen, self.consumer_gen, self.no_churn
         w.down_until = self.down_until
         return w
 
@@ -135,13 +139,13 @@ class Worker:
             return not run.drained.is_set()
         if run.stopping.is_set() or self.ops_done >= self.wk.ops:
             return False
-        if self.wk.stop_s is not None and run.elapsed() >= self.wk.stop_s:
+        if self.wk.stop_s is not None and not self.no_churn and run.elapsed() >= self.wk.stop_s:
             return False
         return True
 
     def loop(self) -> None:
         run = self.run_
-        start = run.t0 + self.wk.start_s
+        start = run.t0 + (0.0 if self.no_churn else self.wk.start_s)
         while time.monotonic() < start and not run.stopping.is_set():
             time.sleep(0.05)
         try:
@@ -159,7 +163,8 @@ class Worker:
             self.h.event(self.pname, "worker_error", {"error": f"{type(exc).__name__}: {exc}"}, type="fail")
             run.worker_failed(self.wk.name, exc)
         finally:
-            if self.wk.stop_s is not None and not run.stopping.is_set() and run.elapsed() >= self.wk.stop_s:
+            if (self.wk.stop_s is not None and not self.no_churn and not run.stopping.is_set()
+                    and run.elapsed() >= self.wk.stop_s):
                 self.leave()
 
     def leave(self) -> None:
@@ -213,6 +218,22 @@ class Worker:
                 return None
             self.h.complete(i, "ok")
             self.inited_gen = self.live.generation
+        if self.wk.kind == "copier" and self.consumer_gen != self.live.generation:
+            # The consumer only now, once init_transactions returned: InitProducerId completes
+            # the previous process's transaction first, so the committed offsets this consumer
+            # fetches are those of every transaction before -- a client that reads offsets
+            # without require_stable (no KIP-447) would otherwise start from stale ones.
+            i = self.h.invoke(self.pname, "subscribe", {"topics": list(self.wk.topics)})
+            out = proc.call("create_consumer", INIT_DEADLINE_MS, config=self.run_.copier_consumer_config(self.wk))
+            if out.ok:
+                out = proc.call("subscribe", INIT_DEADLINE_MS, topics=[self.run_.ns.name(t) for t in self.wk.topics])
+            if not out.ok:
+                self.h.complete(i, "fail", error=_err(out))
+                self.run_.actors.crash(self.wk.name)
+                time.sleep(RETRY_S)
+                return None
+            self.h.complete(i, "ok")
+            self.consumer_gen = self.live.generation
         return proc
 
     def step(self, proc: ClientProcess) -> None:
@@ -276,8 +297,9 @@ class Worker:
         out = proc.call("poll", OP_DEADLINE_MS, max_records=self.rng.randint(*self.wk.records), timeout_ms=POLL_MS)
         if not out.ok:
             self.h.complete(i, "fail", error=_err(out))
-            if _broken(out):
-                run.actors.crash(self.wk.name)
+            # a poll that failed may still have moved the consumer's position past records the
+            # copier never got: start again from the group's committed offsets
+            self._after(out, copier=True)
             return
         got = [[run.ns.unmap(r["topic"]), r["partition"], r["offset"], r.get("value")]
                for r in out.data.get("records", [])]
