@@ -23,9 +23,9 @@ import yaml
 
 from ..clients.registry import CLIENTS
 from ..dsl import CaseError
+from ..runner.cli import interrupt, invalid_targets_or_clients
 from ..runner.report import print_summary, progress_callbacks
 from ..runner.runner import RunOptions, default_jobs, reference_target, run
-from ..targets import target_class
 from .compare import compare_rows, render_comparison
 from .seeds import seeded
 from .shrink import save, shrink
@@ -63,30 +63,16 @@ def add_workload_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def cmd_workload(args) -> int:
     targets = args.targets or ["embedded"]
-    for t in targets:
-        try:
-            target_class(t)
-        except KeyError as exc:
-            print(exc.args[0], file=sys.stderr)
-            return 2
     mix = None
     if args.mix:
         mix = [c for c in CLIENTS if CLIENTS[c].availability()[0]] if args.mix == "all" else args.mix.split(",")
     clients = args.clients or ([mix[0]] if mix else ["confluent"])
-    for c in (mix or []) + clients:
-        if c not in CLIENTS:
-            print(f"unknown client {c!r}; known: {sorted(CLIENTS)}", file=sys.stderr)
-            return 2
-        ok, why = CLIENTS[c].availability()
-        if not ok:
-            print(f"client {c} is not available: {why}", file=sys.stderr)
-            return 2
+    invalid = invalid_targets_or_clients(targets, (mix or []) + clients)
+    if invalid:
+        print(invalid, file=sys.stderr)
+        return 2
     knobs = {}
     for s in args.sets:
         key, sep, value = s.partition("=")
@@ -105,7 +91,7 @@ def cmd_workload(args) -> int:
     reference = reference_target(targets)
     opts = RunOptions(targets=targets, clients=clients, cases=cases, results_dir=args.results, reference=reference,
                       jobs=jobs)
-    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
     total = len(targets) * len(cases) * len(clients)
     with progress_callbacks(total, min(jobs, total), plain=args.no_progress) as (on_row, on_start):
         rows = run(opts, on_row=on_row, on_start=on_start)
