@@ -175,7 +175,9 @@ def row_to_result(row: dict, run_dir: Path, w: _Writer, side_by_side: dict | Non
         attachments.append(w.text(f"diff vs {row.get('reference_target')}",
                                   json.dumps(row["diff"], indent=2, sort_keys=True), ".json"))
     arts = row.get("artifacts") or {}
-    for key, label in (("crash", "crash: the target's last words"), ("transcript", "transcript"), ("pcap", "pcap"),
+    for key, label in (("crash", "crash: the target's last words"), ("timeline", "workload timeline"),
+                       ("anomalies", "workload anomalies"), ("wire", "workload error codes"),
+                       ("history", "workload history"), ("transcript", "transcript"), ("pcap", "pcap"),
                        ("steps", "steps")):
         if arts.get(key):
             a = w.file(label, run_dir / arts[key])

@@ -190,11 +190,18 @@ class TransactionCoordinator:
             md = tm.get(transactional_id)
         except CoordinatorError as exc:
             return exc.code
-        if md is None or md.producer_id != producer_id:
+        if md is None:
+            return Errors.INVALID_PRODUCER_ID_MAPPING
+        # Kafka 4.3: the pending transition first, so that it completes before the id and epoch
+        # are judged -- while a TV2 commit's markers are written the epoch is already bumped
+        # (and across an epoch overflow the producer id too), and an old epoch is not yet fenced.
+        if md.pending_transition_in_progress:
+            return Errors.CONCURRENT_TRANSACTIONS
+        if md.producer_id != producer_id:
             return Errors.INVALID_PRODUCER_ID_MAPPING
         if md.producer_epoch != producer_epoch:
             return Errors.PRODUCER_FENCED
-        if md.pending_transition_in_progress or md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+        if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             return Errors.CONCURRENT_TRANSACTIONS
         partitions = set(partitions)
         if md.state is S.ONGOING and partitions <= md.topic_partitions:
@@ -326,12 +333,17 @@ class TransactionCoordinator:
         else:
             valid = (not is_from_client or producer_epoch == md.producer_epoch) and producer_epoch >= md.producer_epoch
         is_retry = retry_on_bump or retry_on_overflow
+        # Kafka 4.3 checks the pending transition FIRST: while a commit's markers are written
+        # (PrepareCommit, CompleteCommit pending) the producer's next EndTxn at the epoch that
+        # commit returned is not a retry of it, and judged by the epoch it would be fenced
+        # (PRODUCER_FENCED to a live producer); CONCURRENT_TRANSACTIONS lets it retry once the
+        # transaction is complete.
+        if md.pending_transition_in_progress and md.pending_state is not S.PREPARE_EPOCH_FENCE:
+            raise CoordinatorError(Errors.CONCURRENT_TRANSACTIONS)
         if md.producer_id != producer_id and not retry_on_overflow:
             raise CoordinatorError(Errors.INVALID_PRODUCER_ID_MAPPING)
         if not valid:
             raise CoordinatorError(Errors.PRODUCER_FENCED)
-        if md.pending_transition_in_progress and md.pending_state is not S.PREPARE_EPOCH_FENCE:
-            raise CoordinatorError(Errors.CONCURRENT_TRANSACTIONS)
 
         def complete_to(state, no_partition_added):
             # Kafka 4.3 (generateTxnTransitMetadataForTxnCompletion): a TV2 completion bumps the

@@ -154,6 +154,16 @@ class ProxyFront:
         self._rules.append(rid)
         return rid
 
+    def remove_rule(self, rule_id: int) -> None:
+        """Take one of the case's rules away now (a workload's proxy fault whose window ended),
+        releasing what it holds; it is no longer one of the case's rules to check."""
+        try:
+            self.server.remove_rule(rule_id)
+        except KeyError:
+            pass
+        if rule_id in self._rules:
+            self._rules.remove(rule_id)
+
     def wait_acted(self, rule_id: int, timeout: float):
         """Block until the case's rule acted on a frame; the match, or None on timeout."""
         return self.server.wait_for_match(rule_id, timeout, acted=True)

@@ -36,6 +36,7 @@ from .namespace import Namespace
 from .observe import observe
 from .proxying import ADVERTISE, REWRITE, ProxyFront, front_mode
 from .slots import SharedTargets, TargetSlot, reuse_key
+from .workload_run import WorkloadRun
 
 #: Broker configs that change transactional behaviour: a target that cannot apply them
 #: (Tansu, external) makes a case that sets them not applicable.
@@ -99,7 +100,7 @@ def row_plan(case: Case, slot: TargetSlot, can_share: bool = True) -> RowPlan:
     if not slot.cls.applies_broker_configs and _behaviour_configs(case):
         raise NotApplicable(f"target {slot.name!r} cannot apply the broker configs {_behaviour_configs(case)}")
     shared = (can_share and slot.cls.shareable and not case.topology.exclusive and not case.node_faults()
-              and not case.needs_broker_traffic())
+              and not case.needs_broker_traffic() and case.workload is None)
     proxy = None
     if case.needs_proxy():
         if slot.proxy_mode == "off":
@@ -158,7 +159,8 @@ def run_one(case: Case, slot: TargetSlot, client: str, ctx: RowContext, fresh: b
             target.create_topics([dataclasses.replace(t, name=ns.name(t.name)) for t in case.topology.topics])
         if proxy is not None:
             proxy.begin_case()
-        case_run = CaseRun(case, target, client, bootstrap, ns, art, proxy)
+        case_run = (WorkloadRun if case.workload is not None else CaseRun)(case, target, client, bootstrap, ns,
+                                                                             art, proxy)
         try:
             steps = case_run.run_steps()
         finally:
@@ -176,8 +178,16 @@ def run_one(case: Case, slot: TargetSlot, client: str, ctx: RowContext, fresh: b
             steps.checks += proxy.fault_checks()
         raw_outcome = {"steps": steps.records, **observed, "faults": steps.fault_events}
         outcome = ns.unmap(raw_outcome)
-        frames = decode_transcript(proxy.transcript_lines(), ns.unmap) if proxy is not None else None
-        checks = steps.checks + evaluate(case, outcome, client, case_run.resolve_case, frames)
+        if case.workload is not None:
+            checks = steps.checks + case_run.check(outcome, proxy.transcript_lines() if proxy is not None else None)
+            row["workload"] = case_run.summary
+            outcome = workload_outcome(case_run.summary)
+            raw_outcome = {"steps": steps.records}
+            for name in ("history.jsonl", "timeline.html", "anomalies.json", "wire.json", "final.json"):
+                row["artifacts"][name.split(".")[0]] = str(art_rel / name)
+        else:
+            frames = decode_transcript(proxy.transcript_lines(), ns.unmap) if proxy is not None else None
+            checks = steps.checks + evaluate(case, outcome, client, case_run.resolve_case, frames)
         if observed.get("observe_errors"):
             checks.append({"name": "observation", "passed": False,
                            "message": "; ".join(ns.unmap(observed["observe_errors"]))})
@@ -228,6 +238,16 @@ def run_one(case: Case, slot: TargetSlot, client: str, ctx: RowContext, fresh: b
             slot.after_row(fresh)
     row["duration_s"] = round(time.monotonic() - t0, 3)
     return row
+
+
+def workload_outcome(summary: dict) -> dict:
+    """What a workload row compares with the reference's row of the same seed: which anomalies
+    it had and which error codes crossed the wire per API (and the clients reported per op) --
+    kinds, not counts: two correct brokers answer different numbers of retriable errors, the
+    counts are in the row's `workload` summary and `kconform workload`'s comparison."""
+    return {"anomalies": sorted(summary.get("anomalies") or {}),
+            "wire_errors": {api: sorted(codes) for api, codes in (summary.get("wire_errors") or {}).items()},
+            "client_errors": {op: sorted(codes) for op, codes in (summary.get("client_errors") or {}).items()}}
 
 
 def _log_sizes(target) -> dict[Path, int]:
