@@ -112,5 +112,5 @@ def cmd_run(args) -> int:
     with progress_callbacks(total, min(jobs, total), plain=args.no_progress) as (on_row, on_start):
         rows = run(opts, on_row=on_row, on_start=on_start)
     print_summary(rows, args.results)
-    bad = [r for r in rows if r["verdict"] in ("fail", "error", "crash")]
+    bad = [r for r in rows if r.verdict.bad]
     return 1 if bad else 0

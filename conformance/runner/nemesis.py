@@ -19,10 +19,9 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from conformance.targets import NotApplicable
-
 from ..dsl.model import FaultDef
 from ..dsl.workload import ScheduledFault
+from ..results import NotApplicable
 from .faults import FaultRealiser
 
 if TYPE_CHECKING:

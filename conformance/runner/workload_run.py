@@ -34,9 +34,10 @@ from ..history import ANOMALIES, Anomaly, History, check
 from ..history import profile as wire_profile
 from ..history.timeline import write_timeline
 from ..raw import send_request
+from ..results import Check, TargetCrashed
 from .actors import CONSUMER_KEYS, Actors
 from .admin_ops import answer_by_runner
-from .case_run import StepRun, TargetCrashed
+from .case_run import StepRun
 from .faults import FaultRealiser
 from .namespace import Namespace
 from .nemesis import Nemesis
@@ -380,7 +381,7 @@ class WorkloadRun:
                 "faults": sum(1 for e in events if e["process"] == "nemesis" and e["type"] == "ok"),
                 "elapsed_s": round(self.elapsed(), 1), **self.end, "worker_errors": self.worker_errors}
 
-    def check(self, outcome: dict[str, Any], transcript: list[dict] | None) -> list[dict]:
+    def check(self, outcome: dict[str, Any], transcript: list[dict] | None) -> list[Check]:
         """The row's checks: one per anomaly kind (ANOMALIES), plus that the workload ran. Writes
         anomalies.json, wire.json, timeline.html and final.json beside the row's results."""
         events = self.history.events()
@@ -405,11 +406,10 @@ class WorkloadRun:
         (art / "wire.json").write_text(json.dumps(wire, indent=1, default=str))
         (art / "final.json").write_text(json.dumps(outcome, default=str))
         write_timeline(art / "timeline.html", self.case, events, anomalies, wins, errors)
-        checks = [{"name": "workload ran (every worker ran its loop)", "passed": not self.worker_errors,
-                   "message": "; ".join(self.worker_errors) or f"{self.ops} operations"}]
+        checks = [Check("workload ran (every worker ran its loop)", not self.worker_errors,
+                        "; ".join(self.worker_errors) or f"{self.ops} operations")]
         found = {a.kind: a for a in anomalies}
         for kind, meaning in ANOMALIES.items():
             a = found.get(kind)
-            checks.append({"name": f"no {kind}", "passed": a is None,
-                           "message": a.message if a else f"none ({meaning})"})
+            checks.append(Check(f"no {kind}", a is None, a.message if a else f"none ({meaning})"))
         return checks

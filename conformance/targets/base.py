@@ -9,6 +9,9 @@ instead of being silently approximated.
 Life cycle: construct (cheap, no side effects) -> start(topology, broker_configs, workdir) ->
 node control and questions -> stop(). Targets are context managers; stop() is idempotent and
 ends every process the target started, by PID.
+
+NotApplicable and TargetUnavailable are the verdict exceptions of conformance/results.py,
+imported here because every target raises them.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from typing import Callable, ClassVar, Collection, TypeVar
 
 from broker_impl.codec import Errors, error_name
 
+from ..results import NotApplicable, TargetUnavailable  # the verdict exceptions a target raises
 from . import wire
 from .admin import create_topics
 from .topology import TopicSpec, Topology
@@ -51,18 +55,6 @@ def _stop_started_targets() -> None:
             target.stop()
         except Exception:  # best effort at exit; the next target must still be stopped
             log.exception("stopping target %s at exit failed", target.name)
-
-
-class NotApplicable(Exception):
-    """This target cannot do what was asked; `reason` says why (shown in the case result)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-class TargetUnavailable(Exception):
-    """The target cannot start on this machine (missing java, binary, ...); message says what to install."""
 
 
 class NoLiveNode(RuntimeError):

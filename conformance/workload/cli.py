@@ -101,23 +101,23 @@ def cmd_workload(args) -> int:
     text = render_comparison(cmp)
     (args.results / "comparison.md").write_text(text)
     print(text)
-    failed = [r for r in rows if r["verdict"] in ("fail", "crash", "error")]
+    failed = [r for r in rows if r.verdict.bad]
     if args.shrink and failed:
-        r = next((x for x in failed if x.get("workload", {}).get("anomalies")), failed[0])
-        case = next(c for c in cases if c.id == r["case"])
-        kinds = set((r.get("workload") or {}).get("anomalies") or {})
+        r = next((x for x in failed if (x.workload or {}).get("anomalies")), failed[0])
+        case = next(c for c in cases if c.id == r.case)
+        kinds = set((r.workload or {}).get("anomalies") or {})
         if not kinds:
-            print(f"{r['case']} [{r['target']}-{r['client']}] failed without an anomaly ({r.get('reason')}): "
+            print(f"{r.case} [{r.target}-{r.client}] failed without an anomaly ({r.reason}): "
                   "nothing to shrink towards", file=sys.stderr)
         else:
-            first = _first_seen(args.results / r["artifacts"].get("anomalies", ""))
-            result = shrink(case, r["target"], r["client"], kinds, args.results / "shrink",
+            first = _first_seen(args.results / r.artifacts.get("anomalies", ""))
+            result = shrink(case, r.target, r.client, kinds, args.results / "shrink",
                             first_seen_s=first, max_trials=args.shrink_trials,
                             log=lambda s: print(s, file=sys.stderr))
             path = args.save or args.results / "shrunk" / f"{case.id.replace('/', '__').replace('@', '-')}.yaml"
-            save(result, case, r["target"], r["client"], path)
-            print(f"shrunk case: {path}  (replay: kconform run --case {path} --target {r['target']} "
-                  f"--client {r['client']} --results DIR)")
+            save(result, case, r.target, r.client, path)
+            print(f"shrunk case: {path}  (replay: kconform run --case {path} --target {r.target} "
+                  f"--client {r.client} --results DIR)")
     return 1 if failed else 0
 
 

@@ -10,32 +10,34 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from ..results import Row
+
 
 def _per_k(count: int, ops: int) -> float:
     return round(1000.0 * count / ops, 2) if ops else 0.0
 
 
-def compare_rows(rows: list[dict], reference: str | None) -> dict[str, Any]:
+def compare_rows(rows: list[Row], reference: str | None) -> dict[str, Any]:
     """{targets: {target: totals}, seeds: [...], differences: [...]} of workload rows."""
     totals: dict[str, dict[str, Any]] = {}
     seeds: dict[tuple[str, str], dict[str, dict]] = defaultdict(dict)
     for r in rows:
-        w = r.get("workload")
+        w = r.workload
         if not w:
             continue
-        t = totals.setdefault(r["target"], {"rows": 0, "operations": 0, "verdicts": defaultdict(int),
+        t = totals.setdefault(r.target, {"rows": 0, "operations": 0, "verdicts": defaultdict(int),
                                             "anomalies": defaultdict(int), "wire": defaultdict(lambda: defaultdict(int))})
         t["rows"] += 1
         t["operations"] += w.get("operations", 0)
-        t["verdicts"][r["verdict"]] += 1
+        t["verdicts"][r.verdict.value] += 1
         for kind, n in (w.get("anomalies") or {}).items():
             t["anomalies"][kind] += n
         for api, codes in (w.get("wire_errors") or {}).items():
             for code, n in codes.items():
                 t["wire"][api][code] += n
-        seeds[(r["case"], r["client"])][r["target"]] = {"verdict": r["verdict"], "anomalies": w.get("anomalies") or {},
-                                                        "operations": w.get("operations", 0),
-                                                        "wire": w.get("wire_errors") or {}, "reason": r.get("reason")}
+        seeds[(r.case, r.client)][r.target] = {"verdict": r.verdict.value, "anomalies": w.get("anomalies") or {},
+                                               "operations": w.get("operations", 0),
+                                               "wire": w.get("wire_errors") or {}, "reason": r.reason}
     out_totals = {}
     for name, t in totals.items():
         out_totals[name] = {"rows": t["rows"], "operations": t["operations"], "verdicts": dict(t["verdicts"]),

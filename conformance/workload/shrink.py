@@ -105,9 +105,9 @@ def shrink(case: Case, target: str, client: str, kinds: set[str], workdir: Path,
         c = parse_case(copy.deepcopy(candidate), f"(shrink trial {n} of {case.id})", f"{case.id}~{n}")
         rows = run(RunOptions(targets=[target], clients=[client], cases=[c], results_dir=workdir / f"trial-{n}",
                               jobs=1, target_options=target_options or {}))
-        seen = set((rows[0].get("workload") or {}).get("anomalies") or {})
+        seen = set((rows[0].workload or {}).get("anomalies") or {})
         hit = bool(seen & kinds)
-        result.trials.append({"trial": n, "what": what, "verdict": rows[0]["verdict"], "anomalies": sorted(seen),
+        result.trials.append({"trial": n, "what": what, "verdict": rows[0].verdict.value, "anomalies": sorted(seen),
                               "still_fails": hit})
         log(f"shrink trial {n}: {what}: {'still fails' if hit else 'passes'} ({', '.join(sorted(seen)) or 'no anomaly'})")
         return hit

@@ -56,22 +56,22 @@ def test_a_workload_row_has_its_history_checks_and_timeline(tmp_path: Path):
         row = run_one(case, slot, "confluent", ctx, fresh=True)
     finally:
         slot.release()
-    names = {c["name"] for c in row["checks"]}
+    names = {c.name for c in row.checks}
     assert {f"no {kind}" for kind in ANOMALIES} <= names
-    assert row["verdict"] == "pass", [c for c in row["checks"] if not c["passed"]]
-    w = row["workload"]
+    assert row.verdict == "pass", row.failed_checks
+    w = row.workload
     assert w["by_op"]["txn"]["ok"] > 0 and w["by_op"]["send"]["ok"] > 0 and w["by_op"]["poll"]["ok"] > 0
     assert w["faults"] >= 1                      # the client crashes the schedule asked for
     assert w["anomalies"] == {}
-    history = [json.loads(x) for x in (ctx.results_dir / row["artifacts"]["history"]).read_text().splitlines()]
+    history = [json.loads(x) for x in (ctx.results_dir / row.artifacts["history"]).read_text().splitlines()]
     invoked = {e["index"] for e in history if e["type"] == "invoke"}
     completed = {e["invoke"] for e in history if e["type"] != "invoke"}
     assert invoked == completed, "every operation of the history completed (ok, fail or info)"
     assert any(e["process"] == "nemesis" and e["value"].get("kind") == "client" for e in history)
-    page = (ctx.results_dir / row["artifacts"]["timeline"]).read_text()
+    page = (ctx.results_dir / row.artifacts["timeline"]).read_text()
     assert page.startswith("<!doctype html>") and "<svg" in page
-    assert row["outcome"] == {"anomalies": [], "wire_errors": row["outcome"]["wire_errors"],
-                              "client_errors": row["outcome"]["client_errors"]}
+    assert row.outcome == {"anomalies": [], "wire_errors": row.outcome["wire_errors"],
+                           "client_errors": row.outcome["client_errors"]}
 
 
 def test_a_broker_that_dies_mid_workload_is_a_crash_with_its_log_not_a_hang(tmp_path: Path):
@@ -94,8 +94,8 @@ def test_a_broker_that_dies_mid_workload_is_a_crash_with_its_log_not_a_hang(tmp_
     finally:
         killer.join(timeout=5)
         slot.release()
-    assert row["verdict"] == "crash", row.get("reason")
-    assert "node 1's process" in row["reason"] and "exited with code -9" in row["reason"]
-    assert row["duration_s"] < case.workload.time_limit_s, "the workload ended when the broker died"
-    crash = (ctx.results_dir / row["artifacts"]["crash"]).read_text()
-    assert crash.startswith(row["reason"])
+    assert row.verdict == "crash", row.reason
+    assert "node 1's process" in row.reason and "exited with code -9" in row.reason
+    assert row.duration_s < case.workload.time_limit_s, "the workload ended when the broker died"
+    crash = (ctx.results_dir / row.artifacts["crash"]).read_text()
+    assert crash.startswith(row.reason)
