@@ -18,7 +18,7 @@ import logging
 import trio
 
 from ..cluster.topics import by_topic
-from ..faults import FAULTS
+from ..faults import AFTER_PREPARE_DURABLE, BEFORE_END_TXN_RESPONSE, BEFORE_PREPARE_APPEND, FAULTS
 from ..features import SUPPORTED_FEATURES
 from ..log import records as rec
 from ..protocol.errors import Errors
@@ -259,7 +259,7 @@ class TransactionCoordinator:
             return _fail(exc.code)
         is_epoch_fence, transit = decision
         if FAULTS.armed and is_from_client:
-            await FAULTS.reach("before_prepare_append", transactional_id)
+            await FAULTS.reach(BEFORE_PREPARE_APPEND, transactional_id)
         err = await tm.append_transaction_to_log(transactional_id, coordinator_epoch, transit)
         if err != Errors.NONE:
             if is_epoch_fence and tm.coordinator_epoch_of(transactional_id) == coordinator_epoch \
@@ -267,7 +267,7 @@ class TransactionCoordinator:
                 md.has_failed_epoch_fence = True
             return _fail(err)
         if FAULTS.armed:
-            await FAULTS.reach("after_prepare_durable", transactional_id)
+            await FAULTS.reach(AFTER_PREPARE_DURABLE, transactional_id)
         # sendTxnMarkersCallback: re-check, then prepare Complete* and hand over to the markers.
         if tm.coordinator_epoch_of(transactional_id) != coordinator_epoch or tm.get(transactional_id) is not md:
             return _fail(Errors.NOT_COORDINATOR)
@@ -283,7 +283,7 @@ class TransactionCoordinator:
         if self.respond_after_complete and is_from_client:
             await done.wait()
         if FAULTS.armed and is_from_client:
-            await FAULTS.reach("before_end_txn_response", transactional_id)
+            await FAULTS.reach(BEFORE_END_TXN_RESPONSE, transactional_id)
         if supports_epoch_bump(client_tv):
             return result
         return _fail(Errors.NONE)
