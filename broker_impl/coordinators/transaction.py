@@ -1,5 +1,8 @@
 """Kafka's TransactionCoordinator (core/.../coordinator/transaction/TransactionCoordinator.scala,
-Kafka 4.3 rules) for the embedded single-node broker.
+Kafka 4.3 rules) in the embedded broker: the coordinator of the transactional.ids whose
+``__transaction_state`` partitions this broker leads -- every partition when it runs alone, in
+a cluster those it is elected for (``on_elected`` loads a partition, ``on_resigned`` gives it
+up, and the ids it no longer owns get NOT_COORDINATOR).
 
 Each public method decides exactly what Kafka's does, including which error code each state
 and version gets; the wire-level version mapping (PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH for

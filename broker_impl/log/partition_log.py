@@ -1,5 +1,8 @@
 """PartitionLog: the log of one topic-partition directory ``<data-dir>/<topic>-<partition>/``
-(Kafka's UnifiedLog + LocalLog + LogLoader, single node, no tiered storage).
+(Kafka's UnifiedLog + LocalLog + LogLoader, no tiered storage): one replica's local log. A
+leader appends to it (``append``), a follower copies its leader's batches into it
+(``append_as_follower``, ``truncate_to``). Which replica leads, the ISR, and the high watermark
+they advance (``update_high_watermark``) are decided in cluster/partition.py.
 
 Called by the broker's Produce / Fetch / ListOffsets handlers and by the coordinators, from one
 trio thread: no locking, synchronous file I/O that only reaches the page cache (fsync follows

@@ -1,7 +1,7 @@
 """The conformance run: every case on every target with every client, into DIR/results.jsonl.
 
-Isolation (measured on this 2-core machine: the embedded broker starts in ~0.4 s, a single-node
-Apache Kafka 4.x in ~3.6 s):
+Isolation (a target start costs seconds, a row's unique names nothing; the figures are in
+docs/measurements.md):
 - every case run gets unique topic / transactional.id / group names (namespace.py), so no two
   runs share records, producer state or offsets even on one broker;
 - a started target serves the next case run when that is safe (slots.py): same topology and
@@ -49,9 +49,9 @@ from ..results import ResultsFile, Row
 from .row import RowContext, RowPlan, now_iso, row_plan, run_one
 from .slots import SharedTargets, TargetSlot
 
-#: Rows one worker of a 2-core machine can overlap: a row is mostly waiting (measured: 5 min of
-#: CPU in a 14 min sequential run), so two per core keeps the cores busy without making the
-#: cases' own timeouts late.
+#: Rows one core can overlap: a row is mostly waiting (on timeouts, client start-up, the broker;
+#: docs/measurements.md), so two per core keeps the cores busy without making the cases' own
+#: timeouts late.
 ROWS_PER_CPU = 2
 MAX_DEFAULT_JOBS = 8
 
@@ -171,8 +171,8 @@ class RunRecord:
 # ============================================================================ work hand-out
 def cost_class(case: Case) -> int:
     """A coarse guess of a row's length from the case alone: 2 for a multi-node cluster (start,
-    elections: 30-60 s on Apache Kafka), 1 for a case that waits 5 s or more on its own
-    waits, proxy delays and node faults, else 0."""
+    elections: the longest rows, docs/measurements.md), 1 for a case that waits 5 s or more on
+    its own waits, proxy delays and node faults, else 0."""
     if case.topology.nodes > 1:
         return 2
     waited = sum(s.wait_ms for s in case.steps if s.kind == "wait")
@@ -188,10 +188,9 @@ def heavy(row: PlannedRow) -> bool:
 
 
 def default_heavy_limit() -> int:
-    """Heavy rows at once: one per two cores. Measured on this 2-core machine: a three-node
-    Apache Kafka row costs ~15 s of CPU; four of them starting together (12 JVMs) drove the
-    load to 16 and a cluster missed its 120 s registration timeout, while one at a time beside
-    three light workers kept every start under 10 s."""
+    """Heavy rows at once: one per two cores. Several multi-node JVM clusters starting together
+    on a 2-core machine overload it until a cluster misses its own registration timeout, while
+    one at a time beside light workers starts in time (docs/measurements.md)."""
     return max(1, (os.cpu_count() or 2) // 2)
 
 

@@ -107,16 +107,15 @@ class Target(abc.ABC):
     reference: ClassVar[bool] = False
     #: A started instance may serve the next case run (same topology and broker configs, nothing
     #: done to its nodes): every case names its topics, ids and groups uniquely, so runs cannot
-    #: see each other's state, and a start is saved (~4 s for a JVM, ~0.7 s for the embedded broker).
+    #: see each other's state, and a start is saved (seconds a row: docs/measurements.md).
     reusable: ClassVar[bool] = True
     #: One started instance may serve several case runs AT ONCE (parallel workers): a broker that
     #: is built for many clients (a JVM with its own thread pools). Targets whose one process
     #: would be the bottleneck -- or whose single event loop would make a timing case late --
     #: get an instance per worker instead.
     shareable: ClassVar[bool] = False
-    #: Each node is a heavy process to start (a JVM: ~5 s of CPU for one node, ~15 s for a
-    #: three-node cluster with one node restart, measured on this 2-core machine): the runner
-    #: lets only a few multi-node instances of such a target start and run at once
+    #: Each node is a heavy process to start (a JVM: seconds of CPU per node, docs/measurements.md):
+    #: the runner lets only a few multi-node instances of such a target start and run at once
     #: (runner.WorkQueue), so that concurrent cluster starts do not miss their own timeouts.
     heavy_nodes: ClassVar[bool] = False
     #: Takes `advertised.listeners` as a broker config: each node can name the proxy's port for
