@@ -7,16 +7,14 @@ and says FILE, FIELD path and WHAT WAS EXPECTED when a file is wrong.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ..clients.protocol import OPS
 from ..proxy.rules import Rule
 from ..targets.topology import TopicSpec
 from ..vocabulary import NODE_ACTIONS
 
-if TYPE_CHECKING:  # dsl.workload builds on FaultDef, defined here
-    from .workload import WorkloadDef
 
 # The shared words (node roles, fault actions, protocol points, capabilities, controller
 # placements) are conformance/vocabulary.py's; proxy rules are the proxy's own Rule, spelt the
@@ -268,6 +266,119 @@ class ObserveDef:
     timeout_ms: int = 10_000
 
 
+# ----------------------------------------------------------------------------- workloads
+# The `workload:` section (dsl/workload.py reads it, dsl/workload_gen.py expands its seed).
+#: What a worker does (docs/workload.md):
+#: producer -- plain acks=all sends, idempotence off; idempotent -- enable.idempotence=true;
+#: transactional -- begin, sends, commit or abort; copier -- consume-transform-produce in a
+#: consumer group, offsets committed in the transaction; reader -- polls assigned partitions
+#: (isolation.level from its config, read_committed by default).
+WORKER_KINDS = ("producer", "idempotent", "transactional", "copier", "reader")
+#: Client faults a schedule entry may name: kill -9 the worker's driver (the worker starts a
+#: new process after `down_s`), or close it cleanly and start again.
+WORKER_ACTIONS = ("crash", "restart")
+#: Consumer group assignors a copier group may use (driver spelling, Java's short names).
+ASSIGNORS = ("range", "cooperative-sticky")
+#: Version of the generator: a seed replays the same plan only with the same generator.
+GENERATOR_VERSION = 1
+
+
+@dataclass(frozen=True)
+class WorkerDef:
+    """One worker: a client process (restarted after crashes) running one kind of loop."""
+
+    name: str
+    kind: str
+    #: None: the row's client; else pinned (a mixed workload pins each worker).
+    client: str | None = None
+    #: Producers: the topics written; copiers: the input topics; readers: the topics read.
+    topics: tuple[str, ...] = ()
+    #: Copiers: the output topic.
+    to: str | None = None
+    #: Copiers: the consumer group (its members share it); readers read by assignment.
+    group: str | None = None
+    #: Extra client config, Java property names (acks, transaction.timeout.ms, ...).
+    config: dict[str, str] = field(default_factory=dict)
+    #: At most this many operations (producers: records sent; transactional workers and
+    #: copiers: transactions; readers: polls).
+    ops: int = 200
+    #: Records per send batch (producers) or transaction: [min, max].
+    records: tuple[int, int] = (1, 8)
+    #: A transaction is ended with an abort with this probability.
+    abort_ratio: float = 0.1
+    #: A transaction stays open [min, max] ms after its records are flushed (overlaps others).
+    hold_ms: tuple[int, int] = (0, 0)
+    #: Think time between two operations: [min, max] ms.
+    pause_ms: tuple[int, int] = (0, 100)
+    #: The worker starts this long after the workload and leaves (closes cleanly) at `stop_s`.
+    start_s: float = 0.0
+    stop_s: float | None = None
+
+    @property
+    def transactional_id(self) -> str | None:
+        if self.kind in ("transactional", "copier"):
+            return self.config.get("transactional.id", f"txn-{self.name}")
+        return None
+
+    @property
+    def isolation(self) -> str:
+        return self.config.get("isolation.level", "read_committed")
+
+
+@dataclass(frozen=True)
+class ScheduledFault:
+    """One entry of the fault schedule: at `at_s` seconds into the workload, a node or proxy
+    fault (`fault`, the case language's) or a client fault (`worker_action` on `worker`)."""
+
+    at_s: float
+    fault: FaultDef | None = None
+    worker_action: str | None = None
+    worker: str | None = None
+    #: Proxy rules: removed again after this many seconds (None: until the workload ends).
+    for_s: float | None = None
+    #: Client crashes: the worker starts its new process after this many seconds.
+    down_s: float = 1.0
+
+    def describe(self) -> str:
+        if self.fault is not None:
+            lasting = f" for {self.for_s:g} s" if self.for_s is not None else ""
+            return f"{self.fault.describe()}{lasting}"
+        return f"{self.worker_action} worker {self.worker}"
+
+
+@dataclass(frozen=True)
+class WorkloadDef:
+    seed: int
+    time_limit_s: float
+    op_limit: int
+    workers: tuple[WorkerDef, ...]
+    schedule: tuple[ScheduledFault, ...] = ()
+    #: How long the end phase may take (heal, copiers drain, open transactions end).
+    settle_s: float = 90.0
+    #: The generator's knobs this workload came from (empty: written out by hand / shrunk).
+    generate: dict[str, Any] = field(default_factory=dict)
+    generator: int = GENERATOR_VERSION
+
+    def worker(self, name: str) -> WorkerDef:
+        for w in self.workers:
+            if w.name == name:
+                return w
+        raise KeyError(name)
+
+    def faults(self) -> list[FaultDef]:
+        return [s.fault for s in self.schedule if s.fault is not None]
+
+    def groups(self) -> list[str]:
+        return sorted({w.group for w in self.workers if w.kind == "copier" and w.group})
+
+    def clients(self) -> set[str]:
+        return {w.client for w in self.workers if w.client}
+
+    def with_seed(self, seed: int) -> "WorkloadDef":
+        return replace(self, seed=seed)
+
+
+
 @dataclass(frozen=True)
 class Case:
     id: str
@@ -286,7 +397,7 @@ class Case:
     known_differences: dict[str, str] = field(default_factory=dict)
     #: A generative workload instead of steps (dsl/workload.py): many clients at once under a
     #: fault schedule, checked for anomalies in the recorded history.
-    workload: "WorkloadDef | None" = None
+    workload: WorkloadDef | None = None
 
     # --------------------------------------------------------------- derived needs
     def all_steps(self) -> list[Step]:

@@ -39,8 +39,7 @@ from typing import Any
 from ..clients.registry import CLIENTS
 from ..proxy.rules import Rule
 from ..vocabulary import PROTOCOL_POINTS
-from .model import FaultDef, NodeRef
-from .workload import ASSIGNORS, ScheduledFault, WorkerDef
+from .model import ASSIGNORS, FaultDef, NodeRef, ScheduledFault, WorkerDef
 
 FAULT_KINDS = ("kill", "pause", "stop", "proxy", "client", "points")
 KNOBS = {"producers", "idempotent", "transactional", "copiers", "readers", "clients", "faults", "fault_gap_s",

@@ -17,15 +17,13 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import Callable
 
-from ..dsl.model import FaultDef
-from ..dsl.workload import ScheduledFault
+from ..dsl.model import FaultDef, ScheduledFault
+from ..history import History
 from ..results import NotApplicable
 from .faults import FaultRealiser
 
-if TYPE_CHECKING:
-    from .workload_run import WorkloadRun
 
 UNDO = {"crash": "restart", "stop": "restart", "pause": "resume"}
 #: Seconds a node that crashed at a protocol point stays down before it is started again.
@@ -33,11 +31,19 @@ POINT_DOWN_S = 2.0
 
 
 class Nemesis(threading.Thread):
-    def __init__(self, run: "WorkloadRun", realiser: FaultRealiser) -> None:
+    """`workers`: name -> the worker a client fault acts on (its `crash(down_s)` and
+    `request_restart()`); `elapsed`: the workload's clock, in seconds; `proxy`: the proxy in
+    front of the target (runner/proxying.ProxyFront) or None."""
+
+    def __init__(self, history: History, schedule: tuple[ScheduledFault, ...], workers: dict, realiser: FaultRealiser,
+                 elapsed: Callable[[], float], proxy=None) -> None:
         super().__init__(name="nemesis", daemon=True)
-        self.run_ = run
+        self.schedule = schedule
+        self.workers = workers
+        self.elapsed = elapsed
+        self.proxy = proxy
         self.realiser = realiser
-        self.h = run.history
+        self.h = history
         self.stop_event = threading.Event()
         #: role key -> (fault that took it down, its node) while not undone
         self.down: dict[tuple, tuple[FaultDef, int | None]] = {}
@@ -52,15 +58,15 @@ class Nemesis(threading.Thread):
 
     # ----------------------------------------------------------------- schedule
     def run(self) -> None:
-        for entry in self.run_.w.schedule:
+        for entry in self.schedule:
             if entry.fault is not None and entry.fault.at:
                 self._watch_point(entry)
-        for entry in self.run_.w.schedule:
+        for entry in self.schedule:
             if entry.fault is not None and entry.fault.at:
                 continue
             while not self.stop_event.is_set():
                 self._expire_rules()
-                left = entry.at_s - self.run_.elapsed()
+                left = entry.at_s - self.elapsed()
                 if left <= 0:
                     break
                 self.stop_event.wait(min(left, 0.1))
@@ -72,11 +78,11 @@ class Nemesis(threading.Thread):
 
     def apply(self, entry: ScheduledFault) -> None:
         if entry.fault is None:
-            worker = self.run_.workers.get(entry.worker)
+            worker = self.workers.get(entry.worker)
             if worker is None:
                 return
             value = {"kind": "client", "action": entry.worker_action, "worker": entry.worker,
-                     "fault": entry.describe(), "until": round(self.run_.elapsed() + entry.down_s, 3)}
+                     "fault": entry.describe(), "until": round(self.elapsed() + entry.down_s, 3)}
             i = self.h.invoke("nemesis", "fault", value)
             if entry.worker_action == "crash":
                 worker.crash(entry.down_s)
@@ -94,7 +100,7 @@ class Nemesis(threading.Thread):
                 self.h.complete(i, "fail", value, error={"name": "FAULT_FAILED", "message": str(exc)})
                 return
             rid = event["rule"]
-            until = self.run_.elapsed() + (entry.for_s if entry.for_s is not None else 1e9)
+            until = self.elapsed() + (entry.for_s if entry.for_s is not None else 1e9)
             with self._lock:
                 self.rules[rid] = (until, entry.describe())
             self.h.complete(i, "ok", dict(value, rule=rid, node=event.get("node")))
@@ -118,19 +124,20 @@ class Nemesis(threading.Thread):
         self.h.complete(i, "ok", dict(value, node=event.get("node")))
 
     def _expire_rules(self, all_: bool = False) -> None:
-        now = self.run_.elapsed()
+        now = self.elapsed()
         with self._lock:
             due = [rid for rid, (until, _) in self.rules.items() if all_ or until <= now]
         for rid in due:
             with self._lock:
                 _, what = self.rules.pop(rid)
-            self.run_.remove_rule(rid)
+            if self.proxy is not None:
+                self.proxy.remove_rule(rid)
             self.h.event("nemesis", "fault", {"kind": "proxy", "action": "remove", "rule": rid, "fault": what})
 
     # ----------------------------------------------------------------- protocol points
     def _watch_point(self, entry: ScheduledFault) -> None:
         f = entry.fault
-        target = self.run_.target
+        target = self.realiser.target
         self.points_pending += 1
 
         def watch() -> None:
@@ -145,10 +152,10 @@ class Nemesis(threading.Thread):
                 return
             self.points_pending -= 1
             self.realiser.remembered[f.target.key()] = node
-            if self.run_.proxy is not None:
-                self.run_.proxy.node_down(node)
+            if self.proxy is not None:
+                self.proxy.node_down(node)
             value = {"kind": "point", "action": f.action, "role": _role(f), "fault": entry.describe(), "node": node,
-                     "until": round(self.run_.elapsed() + POINT_DOWN_S, 3)}
+                     "until": round(self.elapsed() + POINT_DOWN_S, 3)}
             self.h.event("nemesis", "fault", value)
             time.sleep(POINT_DOWN_S)
             self._undo(f, node)

@@ -140,10 +140,6 @@ class WorkloadRun:
     def worker_failed(self, name: str, exc: BaseException) -> None:
         self.worker_errors.append(f"worker {name}: {type(exc).__name__}: {exc}")
 
-    def remove_rule(self, rid: int) -> None:
-        if self.proxy is not None:
-            self.proxy.remove_rule(rid)
-
     def copier_consumer_config(self, wk) -> dict[str, str]:
         """A copier's consumer config: the consumer part of its config, in the group, read_committed."""
         d = ActorDef(name=wk.name, role="copier", client=wk.client,
@@ -163,7 +159,7 @@ class WorkloadRun:
         stop_side = threading.Event()
         side = [threading.Thread(target=self._sample_lso, args=(stop_side,), name="lso", daemon=True),
                 threading.Thread(target=self._watch_target, args=(stop_side,), name="target-watch", daemon=True)]
-        self.nemesis = Nemesis(self, self.realiser)
+        self.nemesis = Nemesis(self.history, self.w.schedule, self.workers, self.realiser, self.elapsed, self.proxy)
         try:
             for t in side:
                 t.start()

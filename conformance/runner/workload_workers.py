@@ -25,14 +25,14 @@ from __future__ import annotations
 import random
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from conformance.clients import ClientProcess, DriverStartError, Outcome
 
-from ..dsl.workload import WorkerDef
-
-if TYPE_CHECKING:
-    from .workload_run import WorkloadRun
+from ..dsl.model import WorkerDef, WorkloadDef
+from ..history import History
+from .actors import Actors
+from .namespace import Namespace
 
 #: An op's time budget (ms): sends and polls, and the ends of transactions.
 OP_DEADLINE_MS = 15_000
@@ -66,10 +66,34 @@ def _broken(out: Outcome) -> bool:
                                                                 "ILLEGAL_STATE", "PRODUCER_FENCED"))
 
 
+class WorkloadContext(Protocol):
+    """What a worker needs of the workload it runs in (runner/workload_run.WorkloadRun)."""
+
+    history: History
+    w: WorkloadDef
+    actors: Actors
+    ns: Namespace
+    partitions: dict[str, int]
+    t0: float
+    #: stop issuing operations / copiers: go on until `drained` / the target is gone
+    stopping: threading.Event
+    draining: threading.Event
+    drained: threading.Event
+    aborted: threading.Event
+
+    def elapsed(self) -> float: ...
+
+    def count_op(self) -> None: ...
+
+    def worker_failed(self, name: str, exc: BaseException) -> None: ...
+
+    def copier_consumer_config(self, wk: WorkerDef) -> dict[str, str]: ...
+
+
 class Worker:
     """One worker and its thread (`start`, `join`, `is_alive` as a thread's)."""
 
-    def __init__(self, run: "WorkloadRun", wk: WorkerDef) -> None:
+    def __init__(self, run: WorkloadContext, wk: WorkerDef) -> None:
         self.thread = threading.Thread(target=self.loop, name=f"worker-{wk.name}", daemon=True)
         self.run_ = run
         self.wk = wk
@@ -311,7 +335,7 @@ class Worker:
         self._transaction(proc, records, consumed=got)
 
     def _transaction(self, proc: ClientProcess, records: list[list], consumed: list[list] | None) -> None:
-        run, ns = self.run_, self.run_.ns
+        ns = self.run_.ns
         self.txns += 1
         name = f"{self.wk.name}/{self.txns}"
         abort = self.rng.random() < self.wk.abort_ratio

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.dsl.workload import WorkerDef
+from conformance.dsl.model import WorkerDef
 from conformance.history import History, check
 
 WORKERS = {
