@@ -212,9 +212,7 @@ async def handle_txn_offset_commit(broker: Broker, ctx, req):
         err = await broker.add_partitions_manager.verify(req.transactional_id, req.producer_id, req.producer_epoch,
                                                          tp, add=v >= 5)
         op = ADD_PARTITION if v >= 5 else GENERIC_ERROR_SUPPORTED if v >= 4 else DEFAULT_ERROR
-        err = coordinator.verification_error_for_produce(err, op)
-        if err == Errors.NOT_ENOUGH_REPLICAS:
-            err = Errors.COORDINATOR_NOT_AVAILABLE
+        err = coordinator.verification_error_for_txn_offset_commit(err, op)
         if err is not None:
             return fail_all(err)
     err = gc.validate_txn_offset_commit(req.group_id, req.member_id, req.generation_id, req.group_instance_id)
