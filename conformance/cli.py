@@ -22,6 +22,7 @@ from .fuzz.cli import add_fuzz_parser
 from .runner.cli import add_run_parser
 from .runner.row import known_difference
 from .wirediff.cli import add_diff_parser
+from .workload.cli import add_workload_parser
 from .targets import target_rows
 from .targets.embedded import serve_cluster
 from .vocabulary import CONTROLLER_PLACEMENTS
@@ -155,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_parser(sub)
     add_diff_parser(sub)
     add_fuzz_parser(sub)
+    add_workload_parser(sub)
     return p
 
 

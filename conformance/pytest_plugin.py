@@ -11,6 +11,9 @@ checks and the diff against the reference target, skip when not applicable (with
 With allure-pytest active, every case step becomes an allure step, and the outcome, the diff
 and the proxy transcript are attached.
 
+The rows go to DIR/results.jsonl exactly as `kconform run` writes them (runner.RunRecord: each
+diffed against the reference target's row, which is collected first).
+
 Registered as the `kconform` pytest11 entry point, so it is loaded in every pytest session of
 an environment where kconform is installed: it does NOTHING unless a `--kconform-*` option is
 given (no collection, no targets started). When active, the session runs only the conformance
@@ -23,6 +26,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
+
+from conformance.results import Row, Verdict
 
 OPTIONS = ("kconform_target", "kconform_client", "kconform_case", "kconform_tag")
 _STATE_KEY = pytest.StashKey[dict]() if hasattr(pytest, "StashKey") else None
@@ -58,27 +63,20 @@ class KconformItem(pytest.Item):
             self.add_marker(getattr(pytest.mark, f"kconform_{safe}"))
 
     def runtest(self) -> None:
-        from conformance.runner import attach_diffs, run_one
+        from conformance.runner import run_one
 
         state = self.config.stash[_STATE_KEY]
         slot = state["slots"][self.target_name]
         row = run_one(self.case, slot, self.client, state["ctx"], state["fresh"], state["shared"])
-        # The reference target's items are collected first: its row is there to diff against.
-        key = (row["case"], row["client"])
-        if self.target_name == state["reference"]:
-            state["reference_rows"][key] = row
-        elif key in state["reference_rows"]:
-            attach_diffs([state["reference_rows"][key], row], state["reference"])
-        with open(state["results"], "a", encoding="utf-8") as out:
-            out.write(json.dumps(row, default=str) + "\n")
-        self.user_properties.append(("kconform_verdict", row["verdict"]))
+        state["record"].add(row)  # diffed when the reference's row (collected first) is there
+        self.user_properties.append(("kconform_verdict", str(row.verdict)))
         _allure_report(row, state["dir"])
-        if row["verdict"] == "not_applicable":
-            pytest.skip(f"not applicable: {row['reason']}")
-        if row["verdict"] in ("error", "crash"):  # crash: the target died, not the case
-            raise KconformError(f"{self.case.id} on {self.target_name} with {self.client}: {row['verdict']}: "
-                                f"{row['reason']}")
-        if row["verdict"] == "fail":
+        if row.verdict is Verdict.NOT_APPLICABLE:
+            pytest.skip(f"not applicable: {row.reason}")
+        if row.verdict in (Verdict.ERROR, Verdict.CRASH):  # crash: the target died, not the case
+            raise KconformError(f"{self.case.id} on {self.target_name} with {self.client}: {row.verdict}: "
+                                f"{row.reason}")
+        if row.verdict is Verdict.FAIL:
             raise KconformFailure(row)
 
     def repr_failure(self, excinfo, style=None):
@@ -91,21 +89,21 @@ class KconformItem(pytest.Item):
 
 
 class KconformFailure(Exception):
-    def __init__(self, row: dict) -> None:
-        super().__init__(row["case"])
+    def __init__(self, row: Row) -> None:
+        super().__init__(row.case)
         self.row = row
 
     def describe(self) -> str:
         from conformance.compare import render
 
         r = self.row
-        lines = [f"{r['case']} ({r['case_title']}) failed on {r['target']} with {r['client']}:"]
-        lines += [f"  FAILED {c['name']}: {c['message']}" for c in r["checks"] if not c["passed"]]
-        if r.get("reason"):
-            lines.append(f"  note: {r['reason']}")
-        if r.get("diff"):
-            lines.append(f"differences from {r['reference_target']}:")
-            lines.append(render(r["diff"][:40], r["reference_target"], r["target"]))
+        lines = [f"{r.case} ({r.case_title}) failed on {r.target} with {r.client}:"]
+        lines += [f"  FAILED {c.name}: {c.message}" for c in r.failed_checks]
+        if r.reason:
+            lines.append(f"  note: {r.reason}")
+        if r.diff:
+            lines.append(f"differences from {r.reference_target}:")
+            lines.append(render(r.diff[:40], r.reference_target, r.target))
         return "\n".join(lines)
 
 
@@ -149,7 +147,7 @@ def pytest_configure(config) -> None:
     if not _active(config):
         return
     from conformance.dsl import load_cases
-    from conformance.runner import RowContext, TargetSlot, default_clients, new_run_id, reference_target
+    from conformance.runner import RowContext, RunRecord, TargetSlot, default_clients, new_run_id, reference_target
     from conformance.runner.slots import SharedTargets
 
     targets = config.getoption("kconform_target") or ["embedded"]
@@ -159,18 +157,16 @@ def pytest_configure(config) -> None:
     if tags:
         cases = [c for c in cases if set(c.tags) & set(tags)]
     results_dir = Path(config.getoption("kconform_results") or tempfile.mkdtemp(prefix="kconform-pytest-"))
-    results_dir.mkdir(parents=True, exist_ok=True)
-    results = results_dir / "results.jsonl"
-    results.write_text("")
     reference = reference_target(targets)
     for c in cases:
         for tag in c.tags:
             config.addinivalue_line("markers", f"kconform_{tag.replace('-', '_')}: kconform case tag {tag}")
     config.stash[_STATE_KEY] = {
-        "targets": targets, "clients": clients, "cases": cases, "dir": results_dir, "results": results,
+        "targets": targets, "clients": clients, "cases": cases, "dir": results_dir,
+        "record": RunRecord(results_dir, reference),
         "by_path": {Path(c.path).resolve(): c for c in cases},
         "fresh": config.getoption("kconform_fresh"),
-        "ctx": RowContext(new_run_id(), results_dir), "reference": reference, "reference_rows": {},
+        "ctx": RowContext(new_run_id(), results_dir), "reference": reference,
         "slots": {t: TargetSlot(t, {}, results_dir / "work", "auto") for t in targets},
         "shared": SharedTargets({}, results_dir / "work"),
     }
@@ -206,6 +202,7 @@ def pytest_unconfigure(config) -> None:
     if _STATE_KEY is None or _STATE_KEY not in config.stash:
         return
     state = config.stash[_STATE_KEY]
+    state["record"].finish()
     for slot in state["slots"].values():
         try:
             slot.release()
@@ -223,7 +220,7 @@ def pytest_report_header(config):
 
 
 # ---------------------------------------------------------------------------- allure
-def _allure_report(row: dict, results_dir: Path) -> None:
+def _allure_report(row: Row, results_dir: Path) -> None:
     """Steps and attachments for allure-pytest, when it is installed and active."""
     try:
         import allure
@@ -234,22 +231,22 @@ def _allure_report(row: dict, results_dir: Path) -> None:
         return  # allure is installed but not reporting (no --alluredir)
     from conformance.compare import render
 
-    for s in row["outcome"].get("steps", []):
+    for s in row.outcome.get("steps", []):
         label = f"step {s.get('step')}: {s.get('actor') or ''} {s.get('op')}".strip()
         status = "ok" if s.get("ok") else (s.get("error") or {}).get("name", "error")
         with allure.step(f"{label} -> {status}"):
             pass
-    for c in row["checks"]:
-        with allure.step(f"check {c['name']}: {'passed' if c['passed'] else 'FAILED'} - {c['message']}"):
+    for c in row.checks:
+        with allure.step(f"check {c.name}: {'passed' if c.passed else 'FAILED'} - {c.message}"):
             pass
-    allure.attach(json.dumps(row["outcome"], indent=1), name="outcome",
+    allure.attach(json.dumps(row.outcome, indent=1), name="outcome",
                   attachment_type=allure.attachment_type.JSON)
-    if row.get("diff"):
-        allure.attach(render(row["diff"], row["reference_target"], row["target"]), name="diff",
+    if row.diff:
+        allure.attach(render(row.diff, row.reference_target, row.target), name="diff",
                       attachment_type=allure.attachment_type.TEXT)
-    transcript = row.get("artifacts", {}).get("transcript")
+    transcript = row.artifacts.get("transcript")
     if transcript and (results_dir / transcript).exists():
         allure.attach.file(str(results_dir / transcript), name="transcript",
                            attachment_type=allure.attachment_type.JSON)
     for key in ("target", "client", "target_version", "client_version"):
-        allure.dynamic.tag(f"{key}:{row[key]}")
+        allure.dynamic.tag(f"{key}:{getattr(row, key)}")

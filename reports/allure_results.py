@@ -26,10 +26,13 @@ import uuid as uuidlib
 from datetime import datetime
 from pathlib import Path
 
+from conformance.results import Verdict
+
 from .results import by_case, theme
 from .side_by_side import render_case
 
-STATUS = {"pass": "passed", "fail": "failed", "crash": "failed", "not_applicable": "skipped", "error": "broken"}
+STATUS = {Verdict.PASS: "passed", Verdict.FAIL: "failed", Verdict.CRASH: "failed", Verdict.NOT_APPLICABLE: "skipped",
+          Verdict.ERROR: "broken"}
 
 #: Per target, what its rows can be, as Allure categories: (name, the message's first words,
 #: Allure statuses). The message of every row starts with "<WORDS> on <target>: " (see
@@ -119,14 +122,14 @@ def _status_message(row: dict) -> tuple[str, str]:
     lines: list[str] = []
     trace: list[str] = []
     on = f"on {row['target']}"
-    if row["verdict"] == "fail":
+    if row["verdict"] == Verdict.FAIL:
         failed = [c for c in row["checks"] if not c.get("passed")]
         lines.append(f"INVARIANT FAILED {on}: " + "; ".join(f"{c['name']}: {c.get('message', '')}" for c in failed))
-    elif row["verdict"] == "crash":
+    elif row["verdict"] == Verdict.CRASH:
         lines.append(f"CRASH {on}: {row.get('reason') or 'the target died'}")
-    elif row["verdict"] == "not_applicable":
+    elif row["verdict"] == Verdict.NOT_APPLICABLE:
         lines.append(f"NOT APPLICABLE {on}: {row.get('reason') or 'no reason given'}")
-    elif row["verdict"] == "error":
+    elif row["verdict"] == Verdict.ERROR:
         lines.append(f"ERROR {on}: {row.get('reason') or 'no reason given'}")
     if row.get("diff"):
         d = row["diff"]
@@ -175,7 +178,9 @@ def row_to_result(row: dict, run_dir: Path, w: _Writer, side_by_side: dict | Non
         attachments.append(w.text(f"diff vs {row.get('reference_target')}",
                                   json.dumps(row["diff"], indent=2, sort_keys=True), ".json"))
     arts = row.get("artifacts") or {}
-    for key, label in (("crash", "crash: the target's last words"), ("transcript", "transcript"), ("pcap", "pcap"),
+    for key, label in (("crash", "crash: the target's last words"), ("timeline", "workload timeline"),
+                       ("anomalies", "workload anomalies"), ("wire", "workload error codes"),
+                       ("history", "workload history"), ("transcript", "transcript"), ("pcap", "pcap"),
                        ("steps", "steps")):
         if arts.get(key):
             a = w.file(label, run_dir / arts[key])

@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from conformance.results import DIVERGING, Verdict
+
 from .results import read_results, read_run_meta, theme
 
 #: How results files write a value one side of a diff lacks (conformance.compare.MISSING).
@@ -37,8 +39,8 @@ DETAIL_CHARS = 400
 #: Diff entries and failed checks shown per divergence.
 DIFF_LINES = 3
 CHECK_LINES = 3
-#: The verdicts that are a divergence of the target (a kconform `error` is not: it is ours).
-DIVERGING = ("fail", "crash")
+#: A divergence that is no verdict: the row passes, its outcome differs from the reference's.
+DIFFERS = "differs"
 KNOWN_PREFIX = "known difference: "
 
 
@@ -69,17 +71,17 @@ def documented(row: dict) -> str | None:
 def one_line(row: dict, limit: int = CELL_CHARS) -> str:
     """The divergence of one row from Apache Kafka in one line ("" for a plain pass)."""
     verdict = row["verdict"]
-    if verdict == "fail":
+    if verdict == Verdict.FAIL:
         failed = failed_checks(row)
         if not failed:
             return shorten(row.get("reason") or "a check failed", limit)
         first = failed[0]
         more = f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""
         return shorten(f"{_check_label(first['name'])}: {first.get('message', '')}", limit - len(more)) + more
-    if verdict == "crash":
+    if verdict == Verdict.CRASH:
         reason = (row.get("reason") or "the target died").removeprefix("the target died ")
         return shorten(f"died {reason}", limit)
-    if verdict in ("not_applicable", "error"):
+    if verdict in (Verdict.NOT_APPLICABLE, Verdict.ERROR):
         # The column names the target already.
         reason = re.sub(r"^target '[^']+' ", "", row.get("reason") or "no reason given")
         return shorten(reason, limit)
@@ -115,7 +117,7 @@ class Divergence:
 
     case: str
     title: str
-    kind: str  # fail | crash | differs (a pass whose outcome differs)
+    kind: str  # Verdict.FAIL | Verdict.CRASH | DIFFERS (a pass whose outcome differs)
     clients: list[str]
     target_does: list[str]
     kafka_does: list[str]
@@ -187,7 +189,7 @@ def build(results_dirs: list[Path], known: KnownLookup | None = None) -> Matrix:
         meta["results_dir"] = str(d)
         runs.append(meta)
         for r in read_results(d):
-            if known is not None and "known_difference" not in r and r["verdict"] == "fail":
+            if known is not None and "known_difference" not in r and r["verdict"] == Verdict.FAIL:
                 r["known_difference"] = known(r["case"], r["target"], r["client"])
                 if r["known_difference"]:
                     filled.add(id(r))
@@ -229,7 +231,7 @@ def from_rows(rows: list[dict], runs: list[dict], run_dirs: dict[int, Path] | No
             m.divergences[t] = _divergences(m, t)
         m.not_applicable[t] = _not_applicable(m, t)
         m.errors[t] = [(case, client, shorten(r.get("reason"), DETAIL_CHARS))
-                       for (case, tt, client), r in sorted(cells.items()) if tt == t and r["verdict"] == "error"]
+                       for (case, tt, client), r in sorted(cells.items()) if tt == t and r["verdict"] == Verdict.ERROR]
     return m
 
 
@@ -239,7 +241,7 @@ def _kafka_side(m: Matrix, row: dict) -> list[str]:
     ref = m.rows.get((row["case"], m.reference, row["client"])) if m.reference else None
     if ref is None:
         return ["not in these runs"]
-    if ref["verdict"] != "pass":
+    if ref["verdict"] != Verdict.PASS:
         return [f"{ref['verdict']} -- {one_line(ref, DETAIL_CHARS)}"]
     by_name = {c["name"]: c for c in ref.get("checks") or []}
     out = []
@@ -250,17 +252,17 @@ def _kafka_side(m: Matrix, row: dict) -> list[str]:
             seen = shorten(same.get("message"), DETAIL_CHARS)
             out.append(f"{c['name']} -- holds ({seen})" if c["name"].startswith("step[")
                        else f"{c['name']}: {seen}")
-    return out or ["pass"]
+    return out or [Verdict.PASS.value]
 
 
 def _target_side(m: Matrix, row: dict) -> list[str]:
-    if row["verdict"] == "crash":
+    if row["verdict"] == Verdict.CRASH:
         out = [shorten(row.get("reason"), DETAIL_CHARS)]
         excerpt = crash_excerpt(row, m.run_dirs.get(id(row)))
         if excerpt:
             out.append("its log: " + shorten(excerpt, DETAIL_CHARS))
         return out
-    if row["verdict"] == "fail":
+    if row["verdict"] == Verdict.FAIL:
         failed = failed_checks(row)
         out = [f"{_check_label(c['name'])}: {shorten(c.get('message'), DETAIL_CHARS)}" for c in failed[:CHECK_LINES]]
         if len(failed) > CHECK_LINES:
@@ -303,11 +305,11 @@ def _divergences(m: Matrix, target: str) -> list[Divergence]:
             if row is None:
                 continue
             if row["verdict"] in DIVERGING:
-                kind = row["verdict"]
+                kind = Verdict(row["verdict"])
                 does, kafka = _target_side(m, row), _kafka_side(m, row)
-                diff = _diff_lines(row, steps=False) if kind == "fail" else []
-            elif row["verdict"] == "pass" and row.get("diff"):
-                kind, does, kafka, diff = "differs", [], [], _diff_lines(row)
+                diff = _diff_lines(row, steps=False) if kind is Verdict.FAIL else []
+            elif row["verdict"] == Verdict.PASS and row.get("diff"):
+                kind, does, kafka, diff = DIFFERS, [], [], _diff_lines(row)
             else:
                 continue
             doc = documented(row)
@@ -343,7 +345,7 @@ def _not_applicable(m: Matrix, target: str) -> list[tuple[str, list[str]]]:
     """(reason, cases) for the target's not-applicable rows, the most common reason first."""
     by_reason: dict[str, list[str]] = {}
     for (case, t, _client), r in sorted(m.rows.items()):
-        if t == target and r["verdict"] == "not_applicable":
+        if t == target and r["verdict"] == Verdict.NOT_APPLICABLE:
             cases = by_reason.setdefault(shorten(r.get("reason"), DETAIL_CHARS), [])
             if case not in cases:
                 cases.append(case)

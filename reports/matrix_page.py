@@ -19,10 +19,14 @@ import html
 import re
 from pathlib import Path
 
-from .matrix import CELL_CHARS, KnownLookup, Matrix, build, by_documented, documented, one_line, shorten
+from conformance.results import Verdict
 
-VERDICT_MARK = {"pass": "✅", "fail": "❌", "crash": "💥", "not_applicable": "➖", "error": "⚠️"}
-VERDICT_WORD = {"pass": "pass", "fail": "fail", "crash": "crash", "not_applicable": "n/a", "error": "error"}
+from .matrix import CELL_CHARS, DIFFERS, KnownLookup, Matrix, build, by_documented, documented, one_line, shorten
+
+VERDICT_MARK = {Verdict.PASS: "✅", Verdict.FAIL: "❌", Verdict.CRASH: "💥", Verdict.NOT_APPLICABLE: "➖",
+                Verdict.ERROR: "⚠️"}
+VERDICT_WORD = {Verdict.PASS: "pass", Verdict.FAIL: "fail", Verdict.CRASH: "crash", Verdict.NOT_APPLICABLE: "n/a",
+                Verdict.ERROR: "error"}
 
 
 def _md(text: str) -> str:
@@ -45,7 +49,7 @@ def cell_text(row: dict | None, limit: int = CELL_CHARS, history: list[str] | No
     if row is None:
         return ""
     word = f"{VERDICT_MARK[row['verdict']]} {VERDICT_WORD[row['verdict']]}"
-    if row["verdict"] == "fail" and documented(row):
+    if row["verdict"] == Verdict.FAIL and documented(row):
         word += " (documented)"
     was = history_text(history)
     if was:
@@ -148,7 +152,7 @@ def render_markdown(m: Matrix, command: str | None = None) -> str:
 def _target_section_md(m: Matrix, t: str) -> list[str]:
     out = [f"## {t}", "", f"Version: {_md(m.versions.get(t, ''))}.", ""]
     divs = m.divergences.get(t, [])
-    real = [d for d in divs if d.kind != "differs"]
+    real = [d for d in divs if d.kind != DIFFERS]
     out += [f"### Divergences from Apache Kafka ({len(real)})", ""]
     if not real:
         out += ["None in these runs.", ""]
@@ -160,7 +164,7 @@ def _target_section_md(m: Matrix, t: str) -> list[str]:
             first = d.target_does[0] if d.target_does else d.kind
             out.append(f"  - `{d.case}` ({', '.join(d.clients)}): {_md(shorten(first, 2 * CELL_CHARS))}")
     for d in singles:
-        kind = "crashes" if d.kind == "crash" else "fails"
+        kind = "crashes" if d.kind == Verdict.CRASH else "fails"
         out.append(f"- **`{d.case}`** ({', '.join(d.clients)}) {kind} -- {_md(d.title)}")
         for line in d.target_does:
             out.append(f"  - {t}: {_md(line)}")
@@ -171,7 +175,7 @@ def _target_section_md(m: Matrix, t: str) -> list[str]:
         if d.documented:
             out.append(f"  - documented: {_md(d.documented)}")
     out.append("")
-    differs = [d for d in divs if d.kind == "differs"]
+    differs = [d for d in divs if d.kind == DIFFERS]
     if differs:
         out += [f"### Outcome differs from Kafka's, checks hold ({len(differs)})", ""]
         for d in differs:
@@ -235,7 +239,7 @@ def render_html(m: Matrix, command: str | None = None) -> str:
                 if row is None:
                     tds.append("<td></td>")
                     continue
-                cls = "differs" if row["verdict"] == "pass" and row.get("diff") else row["verdict"]
+                cls = DIFFERS if row["verdict"] == Verdict.PASS and row.get("diff") else row["verdict"]
                 full = one_line(row, 10_000)
                 text = cell_text(row, 60, m.history.get((case, t, c)))
                 tds.append(f"<td class='{cls}' title='{e(full, quote=True)}'>{e(text)}</td>")
@@ -246,7 +250,7 @@ def render_html(m: Matrix, command: str | None = None) -> str:
         if t == m.reference:
             continue
         p.append(f"<h2 id='{e(_anchor(t))}'>{e(t)}</h2><p>Version: {e(m.versions.get(t, ''))}</p>")
-        real = [d for d in m.divergences.get(t, []) if d.kind != "differs"]
+        real = [d for d in m.divergences.get(t, []) if d.kind != DIFFERS]
         p.append(f"<h3>Divergences from Apache Kafka ({len(real)})</h3><ul>")
         singles, groups = by_documented(real)
         for doc, ds in groups:
@@ -259,7 +263,7 @@ def render_html(m: Matrix, command: str | None = None) -> str:
                      + [f"<li>differs: {e(x)}</li>" for x in d.diff]
                      + ([f"<li>documented: {e(d.documented)}</li>"] if d.documented else []))
             p.append(f"<li><b><code>{e(d.case)}</code></b> ({e(', '.join(d.clients))}) "
-                     f"{'crashes' if d.kind == 'crash' else 'fails'} -- {e(d.title)}<ul>{''.join(items)}</ul></li>")
+                     f"{'crashes' if d.kind == Verdict.CRASH else 'fails'} -- {e(d.title)}<ul>{''.join(items)}</ul></li>")
         p.append("</ul>")
         na = m.not_applicable.get(t, [])
         if na:

@@ -1,8 +1,11 @@
 """Reading a run directory's ``results.jsonl`` (the contract: docs/results-schema.md).
 
-``reports`` reads only these files and the artifacts they point to; it
-never imports the runner, so a results directory copied from CI renders
-the same as one made here.
+``reports`` reads only these files and the artifacts they point to; it never imports the
+runner, so a results directory copied from CI renders the same as one made here. The rows
+are read by the results model (conformance/results.py, a leaf module: its ResultsFile is the
+file's one writer and its reader) and handed on as the JSON objects they are -- reports read
+rows of every kconform release, so they keep what a row has, with the model's defaults for
+what an older row lacks.
 """
 
 from __future__ import annotations
@@ -10,8 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-VERDICTS = ("pass", "fail", "crash", "not_applicable", "error")
-REQUIRED = ("run_id", "case", "target", "client", "verdict")
+from conformance.results import ResultsFile
 
 
 def read_results(run_dir: str | Path) -> list[dict]:
@@ -20,34 +22,7 @@ def read_results(run_dir: str | Path) -> list[dict]:
     A row missing a required field or with an unknown verdict is an error:
     a report that silently dropped rows would misreport conformance.
     """
-    path = Path(run_dir) / "results.jsonl"
-    rows: list[dict] = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: not JSON: {exc}") from None
-            missing = [k for k in REQUIRED if k not in row]
-            if missing:
-                raise ValueError(f"{path}:{lineno}: missing {', '.join(missing)}")
-            if row["verdict"] not in VERDICTS:
-                raise ValueError(f"{path}:{lineno}: verdict {row['verdict']!r} is not one of {VERDICTS}")
-            row.setdefault("case_title", row["case"])
-            row.setdefault("tags", [])
-            row.setdefault("target_version", "")
-            row.setdefault("client_version", "")
-            row.setdefault("checks", [])
-            row.setdefault("outcome", {})
-            row.setdefault("diff", None)
-            row.setdefault("reference_target", None)
-            row.setdefault("duration_s", 0.0)
-            row.setdefault("reason", None)
-            row["artifacts"] = row.get("artifacts") or {}
-            rows.append(row)
-    return rows
+    return ResultsFile(run_dir).read_dicts()
 
 
 def read_run_meta(run_dir: str | Path) -> dict:

@@ -1,5 +1,8 @@
 """Kafka's TransactionCoordinator (core/.../coordinator/transaction/TransactionCoordinator.scala,
-Kafka 4.3 rules) for the embedded single-node broker.
+Kafka 4.3 rules) in the embedded broker: the coordinator of the transactional.ids whose
+``__transaction_state`` partitions this broker leads -- every partition when it runs alone, in
+a cluster those it is elected for (``on_elected`` loads a partition, ``on_resigned`` gives it
+up, and the ids it no longer owns get NOT_COORDINATOR).
 
 Each public method decides exactly what Kafka's does, including which error code each state
 and version gets; the wire-level version mapping (PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH for
@@ -18,7 +21,7 @@ import logging
 import trio
 
 from ..cluster.topics import by_topic
-from ..faults import FAULTS
+from ..faults import AFTER_PREPARE_DURABLE, BEFORE_END_TXN_RESPONSE, BEFORE_PREPARE_APPEND, FAULTS
 from ..features import SUPPORTED_FEATURES
 from ..log import records as rec
 from ..protocol.errors import Errors
@@ -191,11 +194,18 @@ class TransactionCoordinator:
             md = tm.get(transactional_id)
         except CoordinatorError as exc:
             return exc.code
-        if md is None or md.producer_id != producer_id:
+        if md is None:
+            return Errors.INVALID_PRODUCER_ID_MAPPING
+        # Kafka 4.3: the pending transition first, so that it completes before the id and epoch
+        # are judged -- while a TV2 commit's markers are written the epoch is already bumped
+        # (and across an epoch overflow the producer id too), and an old epoch is not yet fenced.
+        if md.pending_transition_in_progress:
+            return Errors.CONCURRENT_TRANSACTIONS
+        if md.producer_id != producer_id:
             return Errors.INVALID_PRODUCER_ID_MAPPING
         if md.producer_epoch != producer_epoch:
             return Errors.PRODUCER_FENCED
-        if md.pending_transition_in_progress or md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+        if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             return Errors.CONCURRENT_TRANSACTIONS
         partitions = set(partitions)
         if md.state is S.ONGOING and partitions <= md.topic_partitions:
@@ -253,7 +263,7 @@ class TransactionCoordinator:
             return _fail(exc.code)
         is_epoch_fence, transit = decision
         if FAULTS.armed and is_from_client:
-            await FAULTS.reach("before_prepare_append", transactional_id)
+            await FAULTS.reach(BEFORE_PREPARE_APPEND, transactional_id)
         err = await tm.append_transaction_to_log(transactional_id, coordinator_epoch, transit)
         if err != Errors.NONE:
             if is_epoch_fence and tm.coordinator_epoch_of(transactional_id) == coordinator_epoch \
@@ -261,7 +271,7 @@ class TransactionCoordinator:
                 md.has_failed_epoch_fence = True
             return _fail(err)
         if FAULTS.armed:
-            await FAULTS.reach("after_prepare_durable", transactional_id)
+            await FAULTS.reach(AFTER_PREPARE_DURABLE, transactional_id)
         # sendTxnMarkersCallback: re-check, then prepare Complete* and hand over to the markers.
         if tm.coordinator_epoch_of(transactional_id) != coordinator_epoch or tm.get(transactional_id) is not md:
             return _fail(Errors.NOT_COORDINATOR)
@@ -277,7 +287,7 @@ class TransactionCoordinator:
         if self.respond_after_complete and is_from_client:
             await done.wait()
         if FAULTS.armed and is_from_client:
-            await FAULTS.reach("before_end_txn_response", transactional_id)
+            await FAULTS.reach(BEFORE_END_TXN_RESPONSE, transactional_id)
         if supports_epoch_bump(client_tv):
             return result
         return _fail(Errors.NONE)
@@ -327,12 +337,17 @@ class TransactionCoordinator:
         else:
             valid = (not is_from_client or producer_epoch == md.producer_epoch) and producer_epoch >= md.producer_epoch
         is_retry = retry_on_bump or retry_on_overflow
+        # Kafka 4.3 checks the pending transition FIRST: while a commit's markers are written
+        # (PrepareCommit, CompleteCommit pending) the producer's next EndTxn at the epoch that
+        # commit returned is not a retry of it, and judged by the epoch it would be fenced
+        # (PRODUCER_FENCED to a live producer); CONCURRENT_TRANSACTIONS lets it retry once the
+        # transaction is complete.
+        if md.pending_transition_in_progress and md.pending_state is not S.PREPARE_EPOCH_FENCE:
+            raise CoordinatorError(Errors.CONCURRENT_TRANSACTIONS)
         if md.producer_id != producer_id and not retry_on_overflow:
             raise CoordinatorError(Errors.INVALID_PRODUCER_ID_MAPPING)
         if not valid:
             raise CoordinatorError(Errors.PRODUCER_FENCED)
-        if md.pending_transition_in_progress and md.pending_state is not S.PREPARE_EPOCH_FENCE:
-            raise CoordinatorError(Errors.CONCURRENT_TRANSACTIONS)
 
         def complete_to(state, no_partition_added):
             # Kafka 4.3 (generateTxnTransitMetadataForTxnCompletion): a TV2 completion bumps the

@@ -29,7 +29,7 @@ import logging
 import trio
 
 from ..cluster.network_client import InterBrokerClient, NetworkError
-from ..faults import FAULTS
+from ..faults import AFTER_ALL_MARKERS, AFTER_COMPLETE, AFTER_SOME_MARKERS, FAULTS
 from ..protocol.errors import Errors
 from ..protocol.messages import API
 from .group_store import OFFSETS_TOPIC as GROUP_METADATA_TOPIC
@@ -105,7 +105,7 @@ class TransactionMarkerChannelManager:
         if progress["stopped"]:
             return False
         if FAULTS.armed:
-            await FAULTS.reach("after_all_markers", md.transactional_id)
+            await FAULTS.reach(AFTER_ALL_MARKERS, md.transactional_id)
         return True
 
     def _leader_of(self, topic: str, index: int) -> int:
@@ -139,7 +139,7 @@ class TransactionMarkerChannelManager:
             md.remove_partition(tp)
             progress["written"] += 1
             if FAULTS.armed and progress["written"] < total:
-                await FAULTS.reach("after_some_markers", f"{md.transactional_id} {progress['written']}/{total}")
+                await FAULTS.reach(AFTER_SOME_MARKERS, f"{md.transactional_id} {progress['written']}/{total}")
 
     async def _send_marker(self, topic: str, index: int, commit: bool, md: TransactionMetadata,
                            coordinator_epoch: int) -> Errors | None:
@@ -183,4 +183,4 @@ class TransactionMarkerChannelManager:
                 return
             await trio.sleep(RETRY_BACKOFF_S)
         if FAULTS.armed:
-            await FAULTS.reach("after_complete", md.transactional_id)
+            await FAULTS.reach(AFTER_COMPLETE, md.transactional_id)

@@ -3,7 +3,8 @@
 Why: a conformance case says "the coordinator crashes (or freezes) after PrepareCommit is
 durable"; real Kafka can only approximate that with kill -9 / SIGSTOP at a lucky moment, the
 embedded broker can do it exactly. Each point is a line ``if FAULTS.armed: await
-FAULTS.reach("name")`` in the code: when nothing is armed the cost is one attribute read.
+FAULTS.reach(NAME)`` in the code, NAME one of the point constants below (never a string
+literal): when nothing is armed the cost is one attribute read.
 
 Arming (broker configs, so ``--set`` on the command line works, and so does the control path
 :meth:`FaultPoints.configure`, which an AlterConfigs handler may call with ``kconform.fault*``
@@ -48,15 +49,28 @@ import trio
 
 from .channel import FaultNotice, NoticeSender
 
-#: Every fault point the broker has, and where it sits.
-POINTS: dict[str, str] = {
-    "before_prepare_append": "EndTxn accepted, PrepareCommit/PrepareAbort not yet appended to the txn log",
-    "after_prepare_durable": "Prepare* fsynced to the txn log, no marker written yet",
-    "after_some_markers": "at least one marker written, at least one still to write",
-    "after_all_markers": "every marker written, Complete* not yet appended",
-    "after_complete": "Complete* fsynced to the txn log",
-    "before_end_txn_response": "EndTxn about to be answered (its outcome is decided)",
-}
+#: Every fault point the broker has, and where it sits (filled by _point, below).
+POINTS: dict[str, str] = {}
+
+
+def _point(name: str, where: str) -> str:
+    if name in POINTS:
+        raise ValueError(f"fault point {name!r} defined twice")
+    POINTS[name] = where
+    return name
+
+
+# The points, as the names the broker's code reaches them by (``FAULTS.reach(AFTER_COMPLETE)``,
+# imported from here): a misspelt name is an ImportError when the module that reaches it loads,
+# never a point that silently does nothing (tests/unit/faults/test_fault_point_names.py also
+# checks that every point is reached, and reached only by its constant).
+BEFORE_PREPARE_APPEND = _point("before_prepare_append",
+                               "EndTxn accepted, PrepareCommit/PrepareAbort not yet appended to the txn log")
+AFTER_PREPARE_DURABLE = _point("after_prepare_durable", "Prepare* fsynced to the txn log, no marker written yet")
+AFTER_SOME_MARKERS = _point("after_some_markers", "at least one marker written, at least one still to write")
+AFTER_ALL_MARKERS = _point("after_all_markers", "every marker written, Complete* not yet appended")
+AFTER_COMPLETE = _point("after_complete", "Complete* fsynced to the txn log")
+BEFORE_END_TXN_RESPONSE = _point("before_end_txn_response", "EndTxn about to be answered (its outcome is decided)")
 
 CRASH = "crash"
 PAUSE = "pause"

@@ -140,7 +140,7 @@ def _read_all(broker: Broker, ctx, req, endpoints: dict):
                 remaining -= n
                 if committed:
                     pr.aborted_transactions = [A(producer_id=pid, first_offset=first)
-                                               for pid, first in plog.aborted_transactions(fp.fetch_offset, info.next_offset)]
+                                               for pid, first in plog.aborted_transactions(fp.fetch_offset, info.aborted_upper_bound)]
         out.append(T(topic=ft.topic, topic_id=ft.topic_id, partitions=parts))
     return out, total
 

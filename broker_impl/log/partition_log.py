@@ -1,5 +1,8 @@
 """PartitionLog: the log of one topic-partition directory ``<data-dir>/<topic>-<partition>/``
-(Kafka's UnifiedLog + LocalLog + LogLoader, single node, no tiered storage).
+(Kafka's UnifiedLog + LocalLog + LogLoader, no tiered storage): one replica's local log. A
+leader appends to it (``append``), a follower copies its leader's batches into it
+(``append_as_follower``, ``truncate_to``). Which replica leads, the ISR, and the high watermark
+they advance (``update_high_watermark``) are decided in cluster/partition.py.
 
 Called by the broker's Produce / Fetch / ListOffsets handlers and by the coordinators, from one
 trio thread: no locking, synchronous file I/O that only reaches the page cache (fsync follows
@@ -60,7 +63,11 @@ class LogAppendInfo(NamedTuple):
 class FetchDataInfo(NamedTuple):
     records: bytes  # whole batches, possibly empty
     first_offset: int  # base offset of the first batch returned (== fetch offset if empty)
-    next_offset: int  # offset after the last batch returned: upper bound for aborted txns
+    next_offset: int  # offset after the last batch returned
+    #: upper bound for the aborted transactions of a read_committed fetch, as Kafka's
+    #: LocalLog.addAbortedTransactions finds it: the segment's offset index entry at or after
+    #: the end of the read, else the next segment's base offset, else the log end offset
+    aborted_upper_bound: int
 
 
 class TimestampAndOffset(NamedTuple):
@@ -449,18 +456,22 @@ class PartitionLog:
                 f"{os.path.basename(self.directory)}, but we only have log segments in the "
                 f"range {self._bases[0]} to {leo}.")
         if fetch_offset == leo or (max_offset is not None and fetch_offset >= max_offset):
-            return FetchDataInfo(b"", fetch_offset, fetch_offset)
-        for seg in self.segments[self._segment_index(fetch_offset):]:
-            r = seg.read(fetch_offset, max_bytes, max_offset, min_one_batch)
+            return FetchDataInfo(b"", fetch_offset, fetch_offset, fetch_offset)
+        first = self._segment_index(fetch_offset)
+        for j in range(first, len(self.segments)):
+            r = self.segments[j].read(fetch_offset, max_bytes, max_offset, min_one_batch)
             if r is not None:
-                return FetchDataInfo(*r)
-        return FetchDataInfo(b"", fetch_offset, fetch_offset)
+                data, base, next_offset, upper = r
+                if upper is None:
+                    upper = self._bases[j + 1] if j + 1 < len(self._bases) else leo
+                return FetchDataInfo(data, base, next_offset, upper)
+        return FetchDataInfo(b"", fetch_offset, fetch_offset, fetch_offset)
 
     def aborted_transactions(self, fetch_offset: int,
                              upper_bound_offset: int) -> list[tuple[int, int]]:
         """(producer_id, first_offset) of aborted transactions overlapping
         [fetch_offset, upper_bound_offset), for a read_committed Fetch response; use the
-        ``next_offset`` of the FetchDataInfo as the upper bound."""
+        ``aborted_upper_bound`` of the FetchDataInfo as the upper bound."""
         out: list[tuple[int, int]] = []
         for seg in self.segments[self._segment_index(fetch_offset):]:
             txns, complete = seg.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)

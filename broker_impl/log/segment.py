@@ -285,11 +285,19 @@ class LogSegment:
         return self._max_ts[0] if self._max_ts else rec.NO_TIMESTAMP
 
     def read(self, fetch_offset: int, max_bytes: int, max_offset: int | None,
-             min_one_batch: bool) -> tuple[bytes, int, int] | None:
+             min_one_batch: bool) -> tuple[bytes, int, int, int | None] | None:
         """Whole batches from the one containing ``fetch_offset``: at most ``max_bytes`` unless
         the first batch alone is larger and ``min_one_batch`` (KIP-74), and only batches below
-        ``max_offset``. Returns (bytes, first batch base offset, next offset after the data),
-        or None when this segment holds no offset >= fetch_offset."""
+        ``max_offset``. Returns (bytes, first batch base offset, next offset after the data,
+        upper bound for aborted transactions from the offset index or None), or None when this
+        segment holds no offset >= fetch_offset.
+
+        The upper bound is Kafka's (LocalLog.addAbortedTransactions ->
+        LogSegment.fetchUpperBoundOffset): Kafka's read is a byte slice of
+        min(max position - start, max_bytes, or the first batch's size if larger) from the
+        fetched batch's position -- the max position being where the batch holding
+        ``max_offset`` starts -- and the bound is the first offset index entry at or after the
+        slice's end. This log returns whole batches only, but bounds the aborts the same way."""
         self.ensure_loaded()
         last_offsets = self._last_offsets
         ends = self._ends
@@ -302,16 +310,19 @@ class LogSegment:
         if max_offset is not None:
             hi = bisect_left(last_offsets, max_offset, i, n)
             if hi == i:
-                return b"", fetch_offset, fetch_offset
+                return b"", fetch_offset, fetch_offset, None
         k = bisect_right(ends, start + max_bytes, i, hi)
         if k == i:
             if not min_one_batch:
-                return b"", fetch_offset, fetch_offset
+                return b"", fetch_offset, fetch_offset, None
             k = i + 1
         end = ends[k - 1]
         data = os.pread(self._fd, end - start, start)
         base = self._batch_base(i)
-        return data, base, last_offsets[k - 1] + 1
+        slice_size = min(ends[hi - 1] - start,
+                         max(max_bytes, ends[i] - start) if min_one_batch else max_bytes)
+        upper = self.offset_index.fetch_upper_bound_offset(start + slice_size)
+        return data, base, last_offsets[k - 1] + 1, upper
 
     def _batch_base(self, i: int) -> int:
         # This log never compacts, so offsets are contiguous: batch i starts right after batch

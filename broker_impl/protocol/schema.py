@@ -202,7 +202,8 @@ def schema_dirs() -> list[Path]:
     project's own directory of internal-topic schemas (``schemas/``).
 
     The wheel's directory is found without importing kafka-python: its package
-    imports its whole client (~0.1 s), which every broker start would pay."""
+    imports its whole client (docs/measurements.md), which every broker start
+    would pay."""
     spec = importlib.util.find_spec("kafka")
     if spec is None or not spec.submodule_search_locations:
         raise ImportError("kafka-python is not installed: its wheel carries Kafka's JSON message schemas")

@@ -15,8 +15,8 @@ both sides speak.
 
 Those closes are logged per peer host at a bounded rate (:class:`PeerWarnings`):
 a peer sending garbage in a loop -- a fuzzer, a client speaking another
-protocol -- would otherwise write a line per frame (150 MB for a million
-frames, measured). Internal errors (a handler raised) are bugs and are always
+protocol -- would otherwise write a line per frame (hundreds of megabytes:
+docs/measurements.md). Internal errors (a handler raised) are bugs and are always
 logged with their traceback.
 """
 

@@ -29,6 +29,8 @@ from ..targets import TARGETS, target_class
 from ..vocabulary import (CAPABILITIES, CONTROLLER_PLACEMENTS, NODE_ACTIONS, NODE_ROLES, POINT_ONLY_ACTIONS,
                           PROTOCOL_POINTS, TRIGGERED_ACTIONS)
 from . import model as m
+from .workload import parse_workload
+from .workload_gen import default_topics, generate
 
 CASES_ROOT = Path(__file__).resolve().parents[2] / "cases"
 KAFKA_ERROR_NAMES = frozenset(name for name, _ in KAFKA_ERRORS.values())
@@ -734,22 +736,39 @@ def _observe(v: _V, raw: Any, topics: dict[str, int], groups: set[str]) -> m.Obs
 
 
 TOP_KEYS = {"id", "title", "tags", "scenario", "description", "topology", "actors", "steps", "checks",
-            "observe", "requires", "known_differences"}
+            "observe", "requires", "known_differences", "workload"}
+#: A workload's final read covers everything it wrote (tens of thousands of records).
+WORKLOAD_OBSERVE_MS = 120_000
+#: What a workload case may have besides its `workload:` (its workers are its actors, its
+#: checker its checks).
+WORKLOAD_TOP_KEYS = TOP_KEYS - {"actors", "steps", "checks", "observe"}
 
 
 def parse_case(data: Any, file: str, case_id: str) -> m.Case:
     """Validate one parsed YAML document; `file` is used in error messages."""
     v = _V(file)
-    data = v.mapping(data, "", TOP_KEYS, {"title", "steps"})
+    is_workload = isinstance(data, dict) and "workload" in data
+    data = v.mapping(data, "", WORKLOAD_TOP_KEYS if is_workload else TOP_KEYS,
+                     {"title", "workload"} if is_workload else {"title", "steps"})
     cid = v.string(data.get("id", case_id), "id")
     if cid != case_id:
         v.fail("id", f"the file's path under cases/ without .yaml ({case_id!r}), or no id at all", cid)
-    topology = _topology(v, data.get("topology"))
+    raw_topology = data.get("topology")
+    if is_workload and isinstance(raw_topology or {}, dict) and not (raw_topology or {}).get("topics"):
+        nodes = (raw_topology or {}).get("nodes", 1)
+        raw_topology = {**(raw_topology or {}), "topics": default_topics(nodes if isinstance(nodes, int) else 1)}
+    topology = _topology(v, raw_topology)
     topics = {t.name: t.partitions for t in topology.topics}
+    workload = None
+    if is_workload:
+        workload = parse_workload(v, data["workload"], topics, lambda raw, path: _fault(v, raw, path, topics),
+                                  generate, topology.nodes)
     actors = _actors(v, data.get("actors"), set(topics))
     parser = _Steps(v, actors, topics)
-    steps = parser.parse(data["steps"])
+    steps = parser.parse(data["steps"]) if not is_workload else ()
     groups = {a.config["group.id"] for a in actors.values() if "group.id" in a.config}
+    if workload is not None:
+        groups |= set(workload.groups())
     checks = _checks(v, data.get("checks"), topics, parser)
     requires = v.strings(data.get("requires") or [], "requires")
     for j, r in enumerate(requires):
@@ -774,9 +793,11 @@ def parse_case(data: Any, file: str, case_id: str) -> m.Case:
         actors=actors,
         steps=steps,
         checks=checks,
-        observe=_observe(v, data.get("observe"), topics, groups),
+        observe=_observe(v, data.get("observe"), topics, groups) if workload is None else
+        m.ObserveDef(groups=tuple(sorted(groups)), timeout_ms=WORKLOAD_OBSERVE_MS),
         requires=requires,
         known_differences=dict(kd),
+        workload=workload,
     )
 
 

@@ -8,12 +8,15 @@ and says FILE, FIELD path and WHAT WAS EXPECTED when a file is wrong.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..clients.protocol import OPS
 from ..proxy.rules import Rule
 from ..targets.topology import TopicSpec
 from ..vocabulary import NODE_ACTIONS
+
+if TYPE_CHECKING:  # dsl.workload builds on FaultDef, defined here
+    from .workload import WorkloadDef
 
 # The shared words (node roles, fault actions, protocol points, capabilities, controller
 # placements) are conformance/vocabulary.py's; proxy rules are the proxy's own Rule, spelt the
@@ -281,6 +284,9 @@ class Case:
     requires: tuple[str, ...] = ()
     #: target name -> known difference the case documents (shown in the result, not a pass).
     known_differences: dict[str, str] = field(default_factory=dict)
+    #: A generative workload instead of steps (dsl/workload.py): many clients at once under a
+    #: fault schedule, checked for anomalies in the recorded history.
+    workload: "WorkloadDef | None" = None
 
     # --------------------------------------------------------------- derived needs
     def all_steps(self) -> list[Step]:
@@ -295,15 +301,19 @@ class Case:
         return out
 
     def faults(self) -> list[FaultDef]:
-        return [s.fault for s in self.all_steps() if s.kind == "fault"]
+        """Every fault the case describes: its fault steps, and a workload's schedule."""
+        steps = [s.fault for s in self.all_steps() if s.kind == "fault"]
+        return steps + (self.workload.faults() if self.workload is not None else [])
 
     def node_faults(self) -> list[FaultDef]:
         """The faults done to nodes (right away or at a protocol point), not by the proxy."""
         return [f for f in self.faults() if f.proxy is None]
 
     def needs_proxy(self) -> bool:
-        """Proxy rules, and transcript checks (the proxy records what crossed the wire)."""
-        return any(f.proxy is not None for f in self.faults()) or any(c.kind == "transcript" for c in self.checks)
+        """Proxy rules, transcript checks (the proxy records what crossed the wire), and
+        workloads (their error-code profile is counted on the wire)."""
+        return (self.workload is not None or any(f.proxy is not None for f in self.faults())
+                or any(c.kind == "transcript" for c in self.checks))
 
     def needs_broker_traffic(self) -> bool:
         """Whether a proxy rule of the case acts on broker-to-broker traffic (replica fetches,
@@ -321,6 +331,8 @@ class Case:
                 continue
             if f.at:
                 caps.add("fault_points")
+                if self.workload is not None:
+                    caps.add("restart")  # the nemesis starts a node that ended itself at a point again
             caps.add(NODE_ACTIONS[f.action])
         if self.topology.nodes > 1:
             caps.add("multi_node")
@@ -329,4 +341,5 @@ class Case:
         return caps
 
     def pinned_clients(self) -> set[str]:
-        return {a.client for a in self.actors.values() if a.client}
+        pinned = {a.client for a in self.actors.values() if a.client}
+        return pinned | (self.workload.clients() if self.workload is not None else set())

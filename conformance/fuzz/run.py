@@ -37,9 +37,10 @@ import trio
 
 from broker_impl.codec import FrameBuffer, FrameError, request_info
 
+from ..results import Check, NotApplicable, ResultsFile, Row
 from ..runner import new_run_id
 from ..runner.row import now_iso
-from ..targets import NotApplicable, TopicSpec, Topology, make_target, wire
+from ..targets import TopicSpec, Topology, make_target, wire
 from ..wirediff.generate import Names
 from ..wirediff.recipes import client_versions
 from ..wirediff.run import DATA_TOPIC, DIFF_BROKER_CONFIGS, Side, prepare
@@ -445,8 +446,7 @@ def run_fuzz(opts: FuzzOptions, log: Callable[[str], None] = lambda s: None) -> 
         if not os.environ.get("KCONFORM_KEEP_WORK"):
             shutil.rmtree(work, ignore_errors=True)
     (opts.results_dir / "fuzz.json").write_text(json.dumps(report, indent=1, default=str))
-    with open(opts.results_dir / "results.jsonl", "w", encoding="utf-8") as out:
-        out.write(json.dumps(result_row(report), default=str) + "\n")
+    ResultsFile(opts.results_dir).write([result_row(report)])
     return report
 
 
@@ -458,32 +458,30 @@ def _topic_count(target) -> int | None:
         return None
 
 
-def result_row(report: dict) -> dict:
+def result_row(report: dict) -> Row:
     """The run as one results row (docs/results-schema.md): a check per kind of finding."""
     ie = report["internal_errors"]
     rt = report["round_trip"]
     checks = [
-        {"name": "no crash", "passed": report["crashes"] == 0,
-         "message": "; ".join(f"{x['reason']} (reproducer {x.get('reproducer', 'not isolated')})"
-                              for x in report["incidents"] if x["kind"] == "crash")},
-        {"name": "no hang", "passed": report["hangs"] == 0,
-         "message": "; ".join(x["reason"] for x in report["incidents"] if x["kind"] == "hang")},
-        {"name": "no internal error", "passed": not ie,
-         "message": "the target's log is not readable here" if ie is None else
-         f"{ie} internal errors" + (f", e.g. {report['internal_error_samples'][0]['log']}" if ie else "")},
-        {"name": "a real client's round trip after the fuzzing", "passed": rt.get("error") is None,
-         "message": rt.get("error") or f"{rt.get('consumed')} of {rt.get('produced')} records read back"},
-        {"name": "broker log grew less than 5 MB", "passed": report["log_bytes"] < 5 * 2**20,
-         "message": f"{report['log_bytes'] / 2**20:.1f} MB"},
+        Check("no crash", report["crashes"] == 0,
+              "; ".join(f"{x['reason']} (reproducer {x.get('reproducer', 'not isolated')})"
+                        for x in report["incidents"] if x["kind"] == "crash")),
+        Check("no hang", report["hangs"] == 0,
+              "; ".join(x["reason"] for x in report["incidents"] if x["kind"] == "hang")),
+        Check("no internal error", not ie,
+              "the target's log is not readable here" if ie is None else
+              f"{ie} internal errors" + (f", e.g. {report['internal_error_samples'][0]['log']}" if ie else "")),
+        Check("a real client's round trip after the fuzzing", rt.get("error") is None,
+              rt.get("error") or f"{rt.get('consumed')} of {rt.get('produced')} records read back"),
+        Check("broker log grew less than 5 MB", report["log_bytes"] < 5 * 2**20,
+              f"{report['log_bytes'] / 2**20:.1f} MB"),
     ]
-    return {
-        "run_id": report["run_id"], "started_at": report["started_at"], "case": f"fuzz/{report['target']}",
-        "case_title": f"{report['frames']} mutated frames at {report['target']}", "tags": ["fuzz"],
-        "scenario": [], "target": report["target"], "target_version": report["target_version"],
-        "client": "raw", "client_version": "kconform fuzz", "verdict": "pass" if all(c["passed"] for c in checks)
-        else "fail", "checks": checks, "outcome": {"counts": report["counts"], "seeds": report["seeds"]},
-        "diff": None, "reference_target": None, "duration_s": report["total_seconds"], "reason": None,
-        "artifacts": {"fuzz": "fuzz.json"}, "unspecified": 0,
-    }
+    row = Row(run_id=report["run_id"], started_at=report["started_at"], case=f"fuzz/{report['target']}",
+              case_title=f"{report['frames']} mutated frames at {report['target']}", tags=["fuzz"],
+              target=report["target"], target_version=report["target_version"], client="raw",
+              client_version="kconform fuzz", outcome={"counts": report["counts"], "seeds": report["seeds"]},
+              duration_s=report["total_seconds"], artifacts={"fuzz": "fuzz.json"})
+    row.judge(checks)
+    return row
 
 

@@ -52,6 +52,11 @@ class Transcript:
         self._file: IO[str] | None = open(self.path, "a", encoding="utf-8") if self.path else None
 
     # ---------------------------------------------------------------- writing
+    @property
+    def t0(self) -> float:
+        """The monotonic time the lines' `t` counts from (since the last restart)."""
+        return self._t0
+
     def now(self) -> float:
         return round(time.monotonic() - self._t0, 6)
 

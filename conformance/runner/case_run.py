@@ -22,6 +22,7 @@ from conformance.targets import Target
 from ..dsl.model import Case, Step
 from ..raw import RAW_RETRY, RequestError, namespace_body, send_frame, send_request
 from ..refs import RefError, dig, resolve, step_lookup
+from ..results import Check, TargetCrashed
 from .actors import Actors
 from .admin_ops import RUNNER_ANSWERS, answer_by_runner
 from .checks import expect_matches, unspecified_check
@@ -33,20 +34,10 @@ DEFAULT_DEADLINE_MS = 20_000
 WATCH_INTERVAL_S = 0.5
 
 
-class TargetCrashed(Exception):
-    """The target died or stopped answering (Target.health) -- seen after step `step` (None:
-    at the end of the case). The case stops there: nothing later can mean anything."""
-
-    def __init__(self, step: int | None, reason: str) -> None:
-        super().__init__(reason)
-        self.step = step
-        self.reason = reason
-
-
 @dataclass
 class StepRun:
     records: list[dict] = field(default_factory=list)
-    checks: list[dict] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
     fault_events: list[dict] = field(default_factory=list)
 
 
@@ -173,8 +164,7 @@ class CaseRun:
                 rec = {"step": step.index, "op": "wait_fault", "ok": False,
                        "error": {"name": "FAULT_NOT_REACHED", "message": str(exc)}}
                 self.result.records.append(rec)
-                self.result.checks.append({"name": f"step[{step.index}] wait_fault", "passed": False,
-                                           "message": str(exc)})
+                self.result.checks.append(Check(f"step[{step.index}] wait_fault", False, str(exc)))
             return
         if step.kind == "await":
             if step.awaits in self._skipped:
@@ -209,7 +199,7 @@ class CaseRun:
         self.result.records.append(rec)
         self.result.checks += self._after_op(step, rec)
 
-    def _after_op(self, step: Step, rec: dict) -> list[dict]:
+    def _after_op(self, step: Step, rec: dict) -> list[Check]:
         """An op's check, then its id's data and its captures for the steps after it."""
         out = []
         check = self._check_result(step, rec, None)
@@ -224,7 +214,7 @@ class CaseRun:
                     self.captures[name] = dig(data, path, f"the data of step {step.label}")
                 except RefError as exc:
                     self.captures.pop(name, None)
-                    out.append({"name": f"step[{step.label}] capture {name}", "passed": False, "message": str(exc)})
+                    out.append(Check(f"step[{step.label}] capture {name}", False, str(exc)))
         elif step.capture:
             for name in step.capture:
                 self.captures.pop(name, None)
@@ -255,10 +245,10 @@ class CaseRun:
                 this.append(rec)
                 checks = self._after_op(inner, rec)
                 for c in checks:
-                    entry = tally.setdefault(c["name"], [c["name"], 0, None, c.get("unspecified", False)])
+                    entry = tally.setdefault(c.name, [c.name, 0, None, c.unspecified])
                     entry[1] += 1
-                    if not c["passed"] and entry[2] is None:
-                        entry[2] = f"iteration {k}: {c['message']}"
+                    if not c.passed and entry[2] is None:
+                        entry[2] = f"iteration {k}: {c.message}"
                         failed = True
                 if inner.id and step.until and inner.id == step.until.step:
                     expect = step.until.expect.for_client(self.client)
@@ -282,15 +272,12 @@ class CaseRun:
         self.result.records += last
         self.result.records.append({"step": step.index, "op": "repeat", "ok": True, "data": {"iterations": done}})
         for name, checked, failure, unspecified in tally.values():
-            c = {"name": f"{name} (x{checked})", "passed": failure is None,
-                 "message": failure or f"as expected in all {checked} iteration(s)"}
-            if unspecified:
-                c["unspecified"] = True
-            self.result.checks.append(c)
+            self.result.checks.append(Check(f"{name} (x{checked})", failure is None,
+                                            failure or f"as expected in all {checked} iteration(s)", unspecified))
         if step.until is not None and not until_held and not failed:
-            self.result.checks.append({"name": f"step[{step.index}] {step.describe()}", "passed": False,
-                                       "message": f"{step.until.step} was not {step.until.expect.describe()} "
-                                                  f"within {step.times} iterations"})
+            self.result.checks.append(Check(f"step[{step.index}] {step.describe()}", False,
+                                            f"{step.until.step} was not {step.until.expect.describe()} "
+                                            f"within {step.times} iterations"))
 
     def _record_event(self, step: Step, event: dict) -> None:
         event = dict(event, step=step.index, t=round(time.monotonic() - self.t0, 3))
@@ -307,7 +294,7 @@ class CaseRun:
         if check is not None:
             self.result.checks.append(check)
 
-    def _check_result(self, step: Step, rec: dict, label: str | None) -> dict | None:
+    def _check_result(self, step: Step, rec: dict, label: str | None) -> Check | None:
         """The step's check (None when it expects `any`). A per-client expectation is keyed by
         the run's client -- on a pinned actor's step too: its own client never varies, what
         varies from row to row is the client the other actors run."""
@@ -321,7 +308,7 @@ class CaseRun:
             passed, message = expect_matches(step.expect, self.ns.unmap(rec), self.client, self.resolve_case)
         except RefError as exc:
             passed, message = False, f"cannot evaluate: {exc}"
-        return {"name": name, "passed": passed, "message": message}
+        return Check(name, passed, message)
 
     def _op_record(self, step: Step) -> dict:
         try:

@@ -1,8 +1,8 @@
 """Evaluate a case's checks -- invariants that must hold on every target -- on an outcome.
 
-The outcome is already in the case's own names (namespace.unmap). Every check returns
-{name, passed, message}; the message says what was seen when it fails, so a report reader
-needs no other file to understand a failure.
+The outcome is already in the case's own names (namespace.unmap). Every check is a
+conformance.results.Check (name, passed, message); the message says what was seen when it
+fails, so a report reader needs no other file to understand a failure.
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from ..dsl.model import Case, CheckDef, Expect
 from ..refs import data_matches, describe_comparison, is_comparison
+from ..results import Check
 from .transcript_check import check_transcript
 
 #: Resolves the "${...}" references inside an expected value (identity when there are none).
@@ -134,12 +135,11 @@ def _short_repr(v: Any, limit: int = 300) -> str:
     return r if len(r) <= limit else r[:limit] + "..."
 
 
-def unspecified_check(name: str, step: dict, client: str | None) -> dict:
+def unspecified_check(name: str, step: dict, client: str | None) -> Check:
     """The check of a step whose case specifies nothing for this client: it holds (nothing was
     expected), says `unspecified`, and shows what the client did."""
     what = "ok" if step.get("ok") else (step.get("error") or {}).get("name", "an error")
-    return {"name": name, "passed": True, "unspecified": True,
-            "message": f"not specified for client {client}: the step returned {what}"}
+    return Check(name, True, f"not specified for client {client}: the step returned {what}", unspecified=True)
 
 
 def _want_text(k: str, want: Any) -> str:
@@ -181,7 +181,7 @@ def expect_matches(expect: Expect, step: dict, client: str | None = None,
     return True, name or "error"
 
 
-def check_step(c: CheckDef, outcome: dict, client: str | None = None, resolve: Resolve | None = None) -> dict:
+def check_step(c: CheckDef, outcome: dict, client: str | None = None, resolve: Resolve | None = None) -> Check:
     """A step's outcome checked again: its latest record (a step in a repeat keeps its first and
     last iteration; the last is what it came to). Per-client maps are keyed by the run's client."""
     for s in reversed(outcome.get("steps", [])):
@@ -192,8 +192,8 @@ def check_step(c: CheckDef, outcome: dict, client: str | None = None, resolve: R
                 passed, message = expect_matches(c.params["expect"], s, client, resolve)
             except ValueError as exc:  # a reference that cannot be resolved
                 passed, message = False, f"cannot evaluate: {exc}"
-            return {"name": c.name, "passed": passed, "message": message}
-    return {"name": c.name, "passed": False, "message": f"step {c.params['step']} did not run"}
+            return Check(c.name, passed, message)
+    return Check(c.name, False, f"step {c.params['step']} did not run")
 
 
 CHECKERS = {
@@ -206,7 +206,7 @@ CHECKERS = {
 
 
 def evaluate(case: Case, outcome: dict, client: str | None = None, resolve: Resolve | None = None,
-             frames: list[dict] | None = None) -> list[dict]:
+             frames: list[dict] | None = None) -> list[Check]:
     """The case's checks that apply to ``client`` (the run's client), evaluated on the outcome.
     ``resolve``: the row's references (case names); ``frames``: the row's transcript, decoded
     (transcript_check.decode_transcript; None when no proxy stood in front)."""
@@ -226,5 +226,5 @@ def evaluate(case: Case, outcome: dict, client: str | None = None, resolve: Reso
             passed, message = False, f"cannot evaluate: {exc}"
         except ValueError as exc:  # a reference that cannot be resolved
             passed, message = False, f"cannot evaluate: {exc}"
-        results.append({"name": c.name, "passed": bool(passed), "message": message})
+        results.append(Check(c.name, bool(passed), message))
     return results

@@ -35,9 +35,10 @@ import dataclasses
 
 from broker_impl.faults import Arm, arming_configs
 
-from conformance.targets import NotApplicable, Target
+from conformance.targets import Target
 
 from ..dsl.model import Case, FaultDef, NodeRef
+from ..results import NotApplicable
 from ..vocabulary import PROTOCOL_POINTS
 from .namespace import Namespace
 

@@ -9,8 +9,8 @@ aborted records wrongly shows up here as well as a broker that sends them).
 Reading "everything" without waiting a fixed time: the target first answers ListOffsets for the
 end of each partition (the high watermark for read_uncommitted, the last stable offset for
 read_committed: broker facts, asked of each partition's leader over the wire, Target.end_offsets
--- a client's admin API adds nothing but its own start-up, e.g. librdkafka's AdminClient waited
-1-3 s for a broker connection after bootstrap), then the observer polls until its position
+-- a client's admin API adds nothing but its own start-up, e.g. librdkafka's AdminClient waits
+seconds for a broker connection after bootstrap: docs/measurements.md), then the observer polls until its position
 reaches that end on every partition (control records are never delivered, but clients move
 their position past them), and stops after 1.5 s of empty polls in a row otherwise. Everything is
 bounded by `observe.timeout_ms`, counted from when the observer's driver is up (a JVM that takes
@@ -19,7 +19,7 @@ that the deadline cuts short before its positions reach the ends is an observati
 an empty read (apache-kafka@3.9.1/java flink/downtime_exceeds_timeout once "read nothing" so).
 The observer's consumers are closed without waiting: they read
 by assignment, with nothing to commit and no group to leave (the Java client's close otherwise
-spends ~0.8 s each).
+takes most of a second each: docs/measurements.md).
 """
 from __future__ import annotations
 

@@ -28,7 +28,8 @@ from pathlib import Path
 
 from ..dsl.model import Case
 from ..proxy import ProxyServer, Rule
-from ..targets import NotApplicable, Target
+from ..results import Check, NotApplicable
+from ..targets import Target
 
 ADVERTISE = "advertise"
 REWRITE = "rewrite"
@@ -154,11 +155,21 @@ class ProxyFront:
         self._rules.append(rid)
         return rid
 
+    def remove_rule(self, rule_id: int) -> None:
+        """Take one of the case's rules away now (a workload's proxy fault whose window ended),
+        releasing what it holds; it is no longer one of the case's rules to check."""
+        try:
+            self.server.remove_rule(rule_id)
+        except KeyError:
+            pass
+        if rule_id in self._rules:
+            self._rules.remove(rule_id)
+
     def wait_acted(self, rule_id: int, timeout: float):
         """Block until the case's rule acted on a frame; the match, or None on timeout."""
         return self.server.wait_for_match(rule_id, timeout, acted=True)
 
-    def fault_checks(self) -> list[dict]:
+    def fault_checks(self) -> list[Check]:
         """One check per proxy rule of the case: did it act on a frame? A rule that never acted
         means the case did not test what it says (the frame never came)."""
         out = []
@@ -170,9 +181,9 @@ class ProxyFront:
                 continue
             what = f" {rule['error']}" if rule.get("error") else ""
             src = f" from {rule['from']}" if rule.get("from") else ""
-            out.append({"name": f"proxy fault {rule['action']}{what} {rule['direction']} {rule['api']}{src} "
-                                f"#{rule['nth']}{'+' if rule.get('every') else ''} acted",
-                        "passed": acted > 0, "message": f"{matched} frame(s) matched, {acted} acted on"})
+            out.append(Check(f"proxy fault {rule['action']}{what} {rule['direction']} {rule['api']}{src} "
+                             f"#{rule['nth']}{'+' if rule.get('every') else ''} acted",
+                             acted > 0, f"{matched} frame(s) matched, {acted} acted on"))
         return out
 
     def transcript_lines(self) -> list[dict]:

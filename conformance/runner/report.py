@@ -11,8 +11,12 @@ from pathlib import Path
 
 from conformance.compare import render
 
-VERDICT_STYLE = {"pass": "green", "fail": "red", "error": "magenta", "not_applicable": "yellow", "crash": "bold red"}
-VERDICTS = ("pass", "fail", "crash", "error", "not_applicable")
+from ..results import ResultsFile, Row, Verdict
+
+VERDICT_STYLE = {Verdict.PASS: "green", Verdict.FAIL: "red", Verdict.ERROR: "magenta",
+                 Verdict.NOT_APPLICABLE: "yellow", Verdict.CRASH: "bold red"}
+#: The summary table's columns.
+COLUMNS = (Verdict.PASS, Verdict.FAIL, Verdict.CRASH, Verdict.ERROR, Verdict.NOT_APPLICABLE)
 
 
 @contextlib.contextmanager
@@ -20,10 +24,10 @@ def progress_callbacks(total: int, jobs: int = 1, plain: bool = False):
     """(on_row, on_start) callbacks for runner.run: a progress bar with one line per worker
     (what it runs, for how long), or plain lines when stderr is not a terminal."""
     if plain or not sys.stderr.isatty():
-        def on_row(row, done, total_, worker):
-            print(f"[{done}/{total_}] {row['verdict']:<14} {row['case']} [{row['target']}-{row['client']}] "
-                  f"{row['duration_s']:.1f}s" + (f" (w{worker})" if jobs > 1 else "")
-                  + (f"  ({row['reason']})" if row.get("reason") else ""),
+        def on_row(row: Row, done, total_, worker):
+            print(f"[{done}/{total_}] {row.verdict:<14} {row.case} [{row.target}-{row.client}] "
+                  f"{row.duration_s:.1f}s" + (f" (w{worker})" if jobs > 1 else "")
+                  + (f"  ({row.reason})" if row.reason else ""),
                   file=sys.stderr, flush=True)
 
         yield on_row, None
@@ -42,13 +46,12 @@ def progress_callbacks(total: int, jobs: int = 1, plain: bool = False):
             if line is not None:
                 progress.reset(line, start=True, total=None, description=f"  w{worker}: {case} [{target}-{client}]")
 
-        def on_row(row, done, total_, worker):
-            style = VERDICT_STYLE.get(row["verdict"], "white")
-            if row["verdict"] != "pass":
-                why = row.get("reason") or "; ".join(c["name"] + ": " + c["message"]
-                                                     for c in row["checks"] if not c["passed"])[:300]
-                progress.console.print(f"[{style}]{row['verdict']}[/] {row['case']} "
-                                       f"[{row['target']}-{row['client']}] {why}", markup=True,
+        def on_row(row: Row, done, total_, worker):
+            style = VERDICT_STYLE.get(row.verdict, "white")
+            if row.verdict is not Verdict.PASS:
+                why = row.reason or "; ".join(c.name + ": " + c.message for c in row.failed_checks)[:300]
+                progress.console.print(f"[{style}]{row.verdict}[/] {row.case} "
+                                       f"[{row.target}-{row.client}] {why}", markup=True,
                                        highlight=False)
             progress.update(task, completed=done)
             line = lines.get(worker)
@@ -58,25 +61,24 @@ def progress_callbacks(total: int, jobs: int = 1, plain: bool = False):
         yield on_row, on_start
 
 
-def print_summary(rows: list[dict], results_dir: Path) -> None:
-    by = Counter((r["target"], r["client"], r["verdict"]) for r in rows)
-    pairs = sorted({(r["target"], r["client"]) for r in rows})
+def print_summary(rows: list[Row], results_dir: Path) -> None:
+    by = Counter((r.target, r.client, r.verdict) for r in rows)
+    pairs = sorted({(r.target, r.client) for r in rows})
     try:
         from rich.console import Console
         from rich.table import Table
 
         table = Table(title="kconform run")
-        for col in ("target", "client", *VERDICTS):
+        for col in ("target", "client", *COLUMNS):
             table.add_column(col)
         for t, c in pairs:
-            table.add_row(t, c, *(str(by[(t, c, v)]) for v in VERDICTS))
+            table.add_row(t, c, *(str(by[(t, c, v)]) for v in COLUMNS))
         Console(stderr=True).print(table)
     except ImportError:
         for t, c in pairs:
-            print(t, c, {v: by[(t, c, v)] for v in VERDICTS}, file=sys.stderr)
+            print(t, c, {str(v): by[(t, c, v)] for v in COLUMNS}, file=sys.stderr)
     for r in rows:
-        if r.get("diff"):
-            print(f"\n{r['case']} [{r['target']}-{r['client']}] differs from {r['reference_target']}:",
-                  file=sys.stderr)
-            print(render(r["diff"][:30], r["reference_target"], r["target"]), file=sys.stderr)
-    print(f"\nresults: {results_dir / 'results.jsonl'}", file=sys.stderr)
+        if r.diff:
+            print(f"\n{r.case} [{r.target}-{r.client}] differs from {r.reference_target}:", file=sys.stderr)
+            print(render(r.diff[:30], r.reference_target, r.target), file=sys.stderr)
+    print(f"\nresults: {ResultsFile(results_dir).path}", file=sys.stderr)

@@ -1,9 +1,13 @@
 """One row of a run: one case on one target with one client, always ending in a results row.
 
-Verdicts (docs/results-schema.md): `pass` / `fail` (the case's checks), `not_applicable` (the
-target or client cannot do what the case needs, with the reason), `crash` (the TARGET died or
-stopped answering during the case: a finding about the target, with the step after which it
-was seen dead and the end of its logs), `error` (kconform itself could not run the case).
+A row goes through four phases (RowRun): its plan (row_plan, decided before anything starts:
+broker configs, proxy, shared instance or the worker's own, or why the row cannot run), the
+start (a target instance, the rest of the applicability rules, the case's topics), the play
+(the steps -- or a workload -- the end-of-case observations, the checks) and the finish
+(artifacts written, the instance kept or released). The row itself is a
+conformance.results.Row; its verdict is decided in one place per outcome: Row.judge for a case
+that ran to its checks, Row.end for a verdict exception (NotApplicable, TargetUnavailable,
+TargetCrashed), `error` for anything else.
 
 Why `crash` is its own verdict: a peer that panics on one case used to take every later case
 down with it (each waited out its timeouts against a dead port, and ended as `error`). Here a
@@ -24,18 +28,20 @@ from pathlib import Path
 
 from conformance.clients.registry import CLIENTS
 from conformance.compare import normalise_outcome
-from conformance.targets import NotApplicable, TargetUnavailable, target_class
+from conformance.targets import Target, target_class
 
 from ..dsl.model import Case
+from ..results import Check, NotApplicable, Row, TargetCrashed, Verdict, VerdictException
 from .actors import client_version
-from .case_run import CaseRun, TargetCrashed
+from .case_run import CaseRun
 from .checks import evaluate
-from .transcript_check import decode_transcript
 from .faults import plan_broker_configs
 from .namespace import Namespace
 from .observe import observe
 from .proxying import ADVERTISE, REWRITE, ProxyFront, front_mode
 from .slots import SharedTargets, TargetSlot, reuse_key
+from .transcript_check import decode_transcript
+from .workload_run import WorkloadRun
 
 #: Broker configs that change transactional behaviour: a target that cannot apply them
 #: (Tansu, external) makes a case that sets them not applicable.
@@ -45,19 +51,30 @@ BEHAVIOUR_CONFIG_PREFIXES = ("transaction", "transactional.id", "producer.id", "
 #: elsewhere (fault points: plan_broker_configs says why one cannot be realised).
 LATE_CAPABILITIES = frozenset({"transactions", "describe_transactions", "list_transactions",
                                "describe_producers", "multi_node", "fault_points"})
+#: What a workload row writes beside its results (the row's artifacts name each by its stem).
+WORKLOAD_ARTIFACTS = ("history.jsonl", "timeline.html", "anomalies.json", "wire.json", "final.json")
 
 
 @dataclass(frozen=True)
 class RowPlan:
-    """How a row runs, decided before anything starts."""
+    """How a row runs, decided before anything starts (row_plan)."""
 
     broker_configs: dict[str, str]
     #: ADVERTISE (the target's own proxy), REWRITE (the row's own proxy) or None.
     proxy: str | None
     #: On the run's shared instance of the target (slots.SharedTargets), not the worker's own.
     shared: bool
+    #: Why the row cannot run at all; None when it can.
+    not_applicable: str | None = None
 
-    def key(self, case: Case) -> tuple:
+    @classmethod
+    def refused(cls, reason: str) -> "RowPlan":
+        return cls({}, None, False, reason)
+
+    def key(self, case: Case) -> tuple | None:
+        """What a started instance must match to serve the row (None: the row starts nothing)."""
+        if self.not_applicable is not None:
+            return None
         return reuse_key(case, self.broker_configs, self.proxy == ADVERTISE) + (self.shared,)
 
 
@@ -86,148 +103,208 @@ def known_difference(case: Case, target: str, client: str) -> str | None:
     return case.known_differences.get(target) or target_class(target).client_differences.get(client)
 
 
-def row_plan(case: Case, slot: TargetSlot, can_share: bool = True) -> RowPlan:
-    """How the case runs on the slot's target (RowPlan); NotApplicable with the reason when the
-    target cannot run it at all (decided before anything starts). A fault-free case runs on the
-    run's shared instance where the target is shareable (slots.py)."""
+def not_applicable(case: Case, name: str, proxy_mode: str, target: Target | None = None) -> str | None:
+    """Why `case` cannot run on target `name` (None: it can) -- every rule in one place. Before
+    the start (`target` None): what the target's class, this machine and the run's options
+    decide; once `target` runs: what only it can answer (the capabilities it discovered from
+    ApiVersions, the broker configs it refuses). The proxy's and the fault points' own reasons
+    come from front_mode and plan_broker_configs, which row_plan asks."""
+    if target is not None:
+        essential = target.unappliable_configs(_behaviour_configs(case))
+        if essential:
+            return f"target {name!r} cannot apply the broker configs {essential}"
+        lacking = sorted(case.needed_capabilities() - set(target.capabilities) - {"multi_node"})
+        return f"target {name!r} lacks {', '.join(lacking)}" if lacking else None
+    cls = target_class(name)
     missing_clients = [c for c in case.pinned_clients() if not CLIENTS[c].availability()[0]]
     if missing_clients:
-        raise NotApplicable(f"the case pins client(s) {missing_clients}, not available here")
-    lacking = sorted(case.needed_capabilities() - LATE_CAPABILITIES - set(slot.cls.static_capabilities))
+        return f"the case pins client(s) {missing_clients}, not available here"
+    lacking = sorted(case.needed_capabilities() - LATE_CAPABILITIES - set(cls.static_capabilities))
     if lacking:
-        raise NotApplicable(f"target {slot.name!r} lacks {', '.join(lacking)}, which the case's faults need")
-    if not slot.cls.applies_broker_configs and _behaviour_configs(case):
-        raise NotApplicable(f"target {slot.name!r} cannot apply the broker configs {_behaviour_configs(case)}")
-    shared = (can_share and slot.cls.shareable and not case.topology.exclusive and not case.node_faults()
-              and not case.needs_broker_traffic())
-    proxy = None
-    if case.needs_proxy():
-        if slot.proxy_mode == "off":
-            raise NotApplicable("the case needs the proxy, and this run has it off (--proxy off)")
-        proxy = front_mode(slot.cls, case, shared)
-    elif slot.proxy_mode == "auto":
-        proxy = front_mode(slot.cls, case, shared)
-    return RowPlan({**case.topology.broker_configs, **plan_broker_configs(case, slot.cls, slot.name)}, proxy, shared)
+        return f"target {name!r} lacks {', '.join(lacking)}, which the case's faults need"
+    if not cls.applies_broker_configs and _behaviour_configs(case):
+        return f"target {name!r} cannot apply the broker configs {_behaviour_configs(case)}"
+    if case.needs_proxy() and proxy_mode == "off":
+        return "the case needs the proxy, and this run has it off (--proxy off)"
+    return None
+
+
+def row_plan(case: Case, name: str, proxy_mode: str, can_share: bool = True) -> RowPlan:
+    """How the case runs on target `name` (RowPlan), or why it cannot run there at all. A
+    fault-free case runs on the run's shared instance where the target is shareable (slots.py)."""
+    why = not_applicable(case, name, proxy_mode)
+    if why is not None:
+        return RowPlan.refused(why)
+    cls = target_class(name)
+    shared = (can_share and cls.shareable and not case.topology.exclusive and not case.node_faults()
+              and not case.needs_broker_traffic() and case.workload is None)
+    try:
+        proxy = front_mode(cls, case, shared) if case.needs_proxy() or proxy_mode == "auto" else None
+        return RowPlan({**case.topology.broker_configs, **plan_broker_configs(case, cls, name)}, proxy, shared)
+    except NotApplicable as exc:
+        return RowPlan.refused(exc.reason)
 
 
 def run_one(case: Case, slot: TargetSlot, client: str, ctx: RowContext, fresh: bool,
-            shared: SharedTargets | None = None) -> dict:
-    """Run one case on one target with one client; always returns a results row. `shared`: the
-    run's shared instances (None: every row on the slot's own)."""
-    started_at = now_iso()
-    t0 = time.monotonic()
-    art_rel = Path("artifacts") / slot.name / client / _safe(case.id)
-    art = ctx.results_dir / art_rel
-    if art.exists():
-        shutil.rmtree(art)
-    art.mkdir(parents=True, exist_ok=True)
-    row = {
-        "run_id": ctx.run_id, "started_at": started_at, "case": case.id, "case_title": case.title,
-        "tags": list(case.tags), "scenario": list(case.scenario), "target": slot.name, "target_version": "unknown",
-        "client": client, "client_version": client_version(client), "verdict": "error", "checks": [],
-        "outcome": {}, "diff": None, "reference_target": None, "duration_s": 0.0, "reason": None,
-        "artifacts": {"steps": str(art_rel / "steps.json"), "logs": []},
-        "known_difference": known_difference(case, slot.name, client),
-    }
-    ns = Namespace()
-    case_run: CaseRun | None = None
-    raw_outcome: dict = {}
-    log_offsets: dict[Path, int] = {}
-    target = None
-    plan: RowPlan | None = None
-    proxy: ProxyFront | None = None
+            shared: SharedTargets | None = None, plan: RowPlan | None = None) -> Row:
+    """Run one case on one target with one client; always returns its row. `shared`: the run's
+    shared instances (None: every row on the slot's own); `plan`: the row's plan when the run
+    made it already (runner.plan), else it is made here."""
+    if plan is None:
+        plan = row_plan(case, slot.name, slot.proxy_mode, can_share=shared is not None and not fresh)
+    r = RowRun(case, slot, client, ctx, plan)
     try:
-        plan = row_plan(case, slot, shared is not None and not fresh)
+        r.start(shared, fresh)
+        r.play()
+    except VerdictException as exc:
+        r.ended(exc)
+    except Exception as exc:  # noqa: BLE001 - one broken run must not end the others
+        r.errored(exc)
+    finally:
+        r.finish(shared, fresh)
+    return r.row
+
+
+class RowRun:
+    """One row while it runs: the Row being built, and what one phase hands the next (module
+    doc). Every attribute but `row` is None or empty until the phase that sets it."""
+
+    def __init__(self, case: Case, slot: TargetSlot, client: str, ctx: RowContext, plan: RowPlan) -> None:
+        self.t0 = time.monotonic()
+        self.case, self.slot, self.client, self.plan = case, slot, client, plan
+        self.art_rel = Path("artifacts") / slot.name / client / _safe(case.id)
+        self.art = ctx.results_dir / self.art_rel
+        if self.art.exists():
+            shutil.rmtree(self.art)
+        self.art.mkdir(parents=True, exist_ok=True)
+        self.row = Row(run_id=ctx.run_id, started_at=now_iso(), case=case.id, case_title=case.title,
+                       tags=list(case.tags), scenario=list(case.scenario), target=slot.name,
+                       target_version="unknown", client=client, client_version=client_version(client),
+                       artifacts={"steps": str(self.art_rel / "steps.json"), "logs": []},
+                       known_difference=known_difference(case, slot.name, client))
+        self.ns = Namespace()
+        # set by start()
+        self.target: Target | None = None
+        self.bootstrap = ""
+        self.proxy: ProxyFront | None = None
+        self.log_offsets: dict[Path, int] = {}
+        # set by play(): the case's run and what its steps recorded (steps.json, a crash's outcome)
+        self.case_run: CaseRun | WorkloadRun | None = None
+        self.raw_outcome: dict = {}
+
+    def start(self, shared: SharedTargets | None, fresh: bool) -> None:
+        """A target instance for the row, the row's proxy, the case's topics."""
+        case, slot, plan = self.case, self.slot, self.plan
+        if plan.not_applicable is not None:
+            raise NotApplicable(plan.not_applicable)
         if plan.shared:
-            target, bootstrap = shared.acquire(slot.name, case, plan.broker_configs)
+            self.target, self.bootstrap = shared.acquire(slot.name, case, plan.broker_configs)
         else:
-            target, bootstrap = slot.acquire(case, plan.broker_configs, plan.proxy, fresh)
-            proxy = slot.proxy
+            self.target, self.bootstrap = slot.acquire(case, plan.broker_configs, plan.proxy, fresh)
+            self.proxy = slot.proxy
         if plan.proxy == REWRITE:
-            proxy = ProxyFront.rewriting(target)
-            bootstrap = proxy.bootstrap
-        row["target_version"] = target.version
-        essential = target.unappliable_configs(_behaviour_configs(case))
-        if essential:
-            raise NotApplicable(f"target {slot.name!r} cannot apply the broker configs {essential}")
-        lacking = sorted(case.needed_capabilities() - set(target.capabilities) - {"multi_node"})
-        if lacking:
-            raise NotApplicable(f"target {slot.name!r} lacks {', '.join(lacking)}")
-        log_offsets = _log_sizes(target)
+            self.proxy = ProxyFront.rewriting(self.target)
+            self.bootstrap = self.proxy.bootstrap
+        self.row.target_version = self.target.version
+        why = not_applicable(case, slot.name, slot.proxy_mode, self.target)
+        if why is not None:
+            raise NotApplicable(why)
+        self.log_offsets = _log_sizes(self.target)
         if case.topology.topics:
-            target.create_topics([dataclasses.replace(t, name=ns.name(t.name)) for t in case.topology.topics])
-        if proxy is not None:
-            proxy.begin_case()
-        case_run = CaseRun(case, target, client, bootstrap, ns, art, proxy)
+            self.target.create_topics([dataclasses.replace(t, name=self.ns.name(t.name)) for t in case.topology.topics])
+        if self.proxy is not None:
+            self.proxy.begin_case()
+
+    def play(self) -> None:
+        """The steps (or the workload), the observations, the checks, the verdict."""
+        case, target, proxy, ns = self.case, self.target, self.proxy, self.ns
+        run_class = WorkloadRun if case.workload is not None else CaseRun
+        self.case_run = run_class(case, target, self.client, self.bootstrap, ns, self.art, proxy)
         try:
-            steps = case_run.run_steps()
+            steps = self.case_run.run_steps()
         finally:
-            raw_outcome = {"steps": case_run.result.records, "faults": case_run.result.fault_events}
+            self.raw_outcome = {"steps": self.case_run.result.records, "faults": self.case_run.result.fault_events}
         if steps.fault_events or target.down:
-            slot.dirty = True
+            self.slot.dirty = True
         # Observe while the actors still live: closing a producer aborts its open transaction
         # (librdkafka does), which would change what the case left behind.
-        observed = observe(case, client, target, bootstrap, ns, art)
-        case_run.close()
+        observed = observe(case, self.client, target, self.bootstrap, ns, self.art)
+        self.case_run.close()
         crashed = target.health()
         if crashed:
             raise TargetCrashed(None, crashed)
         if proxy is not None:
             steps.checks += proxy.fault_checks()
-        raw_outcome = {"steps": steps.records, **observed, "faults": steps.fault_events}
-        outcome = ns.unmap(raw_outcome)
-        frames = decode_transcript(proxy.transcript_lines(), ns.unmap) if proxy is not None else None
-        checks = steps.checks + evaluate(case, outcome, client, case_run.resolve_case, frames)
+        self.raw_outcome = {"steps": steps.records, **observed, "faults": steps.fault_events}
+        outcome = ns.unmap(self.raw_outcome)
+        if case.workload is not None:
+            checks = steps.checks + self.case_run.check(outcome, proxy.transcript_lines() if proxy is not None else None)
+            self.row.workload = self.case_run.summary
+            outcome = workload_outcome(self.case_run.summary)
+            self.raw_outcome = {"steps": steps.records}
+            for name in WORKLOAD_ARTIFACTS:
+                self.row.artifacts[name.split(".")[0]] = str(self.art_rel / name)
+        else:
+            frames = decode_transcript(proxy.transcript_lines(), ns.unmap) if proxy is not None else None
+            checks = steps.checks + evaluate(case, outcome, self.client, self.case_run.resolve_case, frames)
         if observed.get("observe_errors"):
-            checks.append({"name": "observation", "passed": False,
-                           "message": "; ".join(ns.unmap(observed["observe_errors"]))})
-        row["checks"] = checks
-        row["unspecified"] = sum(1 for c in checks if c.get("unspecified"))
-        row["outcome"] = normalise_outcome(outcome)
-        row["verdict"] = "pass" if all(c["passed"] for c in checks) else "fail"
-        if row["known_difference"] and row["verdict"] == "fail":
-            row["reason"] = f"known difference: {row['known_difference']}"
-    except TargetCrashed as exc:
-        row["verdict"] = "crash"
-        where = f"after step {exc.step}" if exc.step is not None else "by the end of the case"
-        row["reason"] = f"the target died {where}: {exc.reason}"
-        row["outcome"] = normalise_outcome(ns.unmap(raw_outcome))
-        (art / "crash.txt").write_text(f"{row['reason']}\n\n{target.last_words(40) if target else ''}\n")
-        row["artifacts"]["crash"] = str(art_rel / "crash.txt")
-        slot.dirty = True
-    except NotApplicable as exc:
-        row["verdict"] = "not_applicable"
-        row["reason"] = exc.reason
-        slot.dirty = slot.dirty or (target is not None and not plan.shared)
-    except TargetUnavailable as exc:
-        row["verdict"] = "not_applicable"
-        row["reason"] = str(exc)
-    except Exception as exc:  # noqa: BLE001 - one broken run must not end the others
-        row["verdict"] = "error"
-        row["reason"] = f"{type(exc).__name__}: {exc}"
-        (art / "error.txt").write_text(traceback.format_exc())
-        slot.dirty = True
-    finally:
-        if case_run is not None:
-            case_run.close()
-        if proxy is not None:
-            path = proxy.end_case(art / "transcript.jsonl")
-            if path is not None:
-                row["artifacts"]["transcript"] = str(art_rel / "transcript.jsonl")
-            if proxy is not slot.proxy:
-                proxy.stop()
-        row["artifacts"]["logs"] = _copy_logs(target, log_offsets, art, art_rel)
-        (art / "steps.json").write_text(json.dumps(ns.unmap(raw_outcome.get("steps", [])), indent=1, default=str))
+            checks.append(Check("observation", False, "; ".join(ns.unmap(observed["observe_errors"]))))
+        self.row.outcome = normalise_outcome(outcome)
+        self.row.judge(checks)
+
+    def ended(self, exc: VerdictException) -> None:
+        """A verdict exception ended the row: a crash keeps what the steps did and the target's
+        last words; an instance a not-applicable row started for itself is not kept."""
+        self.row.end(exc)
+        if isinstance(exc, TargetCrashed):
+            self.row.outcome = normalise_outcome(self.ns.unmap(self.raw_outcome))
+            last_words = self.target.last_words(40) if self.target else ""
+            (self.art / "crash.txt").write_text(f"{self.row.reason}\n\n{last_words}\n")
+            self.row.artifacts["crash"] = str(self.art_rel / "crash.txt")
+            self.slot.dirty = True
+        elif self.target is not None and not self.plan.shared:
+            self.slot.dirty = True
+
+    def errored(self, exc: Exception) -> None:
+        """kconform could not run the case: the row says what went wrong, error.txt where."""
+        self.row.verdict = Verdict.ERROR
+        self.row.reason = f"{type(exc).__name__}: {exc}"
+        (self.art / "error.txt").write_text(traceback.format_exc())
+        self.slot.dirty = True
+
+    def finish(self, shared: SharedTargets | None, fresh: bool) -> None:
+        """Whatever the verdict: drivers closed, the transcript, logs and step records beside
+        the row, the instance kept for the next row or released."""
+        row, art, art_rel = self.row, self.art, self.art_rel
+        if self.case_run is not None:
+            self.case_run.close()
+        if self.proxy is not None:
+            if self.proxy.end_case(art / "transcript.jsonl") is not None:
+                row.artifacts["transcript"] = str(art_rel / "transcript.jsonl")
+            if self.proxy is not self.slot.proxy:
+                self.proxy.stop()
+        row.artifacts["logs"] = _copy_logs(self.target, self.log_offsets, art, art_rel)
+        steps = self.ns.unmap(self.raw_outcome.get("steps", []))
+        (art / "steps.json").write_text(json.dumps(steps, indent=1, default=str))
         drivers = sorted(str(art_rel / p.name) for p in art.glob("*.log") if not p.name.startswith("broker-"))
         if drivers:
-            row["artifacts"]["driver_logs"] = drivers
-        if plan is not None and plan.shared:
-            if target is not None:
-                shared.release(slot.name, target, healthy=row["verdict"] != "crash")
+            row.artifacts["driver_logs"] = drivers
+        if self.plan.shared:
+            if self.target is not None:
+                shared.release(self.slot.name, self.target, healthy=row.verdict != Verdict.CRASH)
         else:
-            slot.after_row(fresh)
-    row["duration_s"] = round(time.monotonic() - t0, 3)
-    return row
+            self.slot.after_row(fresh)
+        row.duration_s = round(time.monotonic() - self.t0, 3)
+
+
+def workload_outcome(summary: dict) -> dict:
+    """What a workload row compares with the reference's row of the same seed: which anomalies
+    it had and which error codes crossed the wire per API (and the clients reported per op) --
+    kinds, not counts: two correct brokers answer different numbers of retriable errors, the
+    counts are in the row's `workload` summary and `kconform workload`'s comparison."""
+    return {"anomalies": sorted(summary.get("anomalies") or {}),
+            "wire_errors": {api: sorted(codes) for api, codes in (summary.get("wire_errors") or {}).items()},
+            "client_errors": {op: sorted(codes) for op, codes in (summary.get("client_errors") or {}).items()}}
 
 
 def _log_sizes(target) -> dict[Path, int]:

@@ -1,7 +1,7 @@
 """The conformance run: every case on every target with every client, into DIR/results.jsonl.
 
-Isolation (measured on this 2-core machine: the embedded broker starts in ~0.4 s, a single-node
-Apache Kafka 4.x in ~3.6 s):
+Isolation (a target start costs seconds, a row's unique names nothing; the figures are in
+docs/measurements.md):
 - every case run gets unique topic / transactional.id / group names (namespace.py), so no two
   runs share records, producer state or offsets even on one broker;
 - a started target serves the next case run when that is safe (slots.py): same topology and
@@ -21,7 +21,11 @@ through the same code and the same instances.
 The results are the same whatever `jobs` is: rows go to DIR/results.jsonl as they finish (so an
 interrupted run keeps what it did), and when the run ends the file is rewritten in the plan's
 order (targets as given, the reference first; cases; clients), each non-reference row carrying
-its structural diff against the reference target's row for the same case and client.
+its structural diff against the reference target's row for the same case and client
+(RunRecord: the pytest plugin records its rows the same way).
+
+Each row's plan (row.row_plan: broker configs, proxy, shared instance, or why it cannot run) is
+made once, with the run's plan, and both the work hand-out and the row itself use it.
 """
 from __future__ import annotations
 
@@ -38,15 +42,16 @@ from typing import Callable, Iterable
 from conformance.clients.process import ClientProcess
 from conformance.clients.registry import CLIENTS
 from conformance.compare import structural_diff
-from conformance.targets import NotApplicable, split_name, target_class
+from conformance.targets import split_name, target_class
 
 from ..dsl.model import Case
-from .row import RowContext, now_iso, row_plan, run_one
+from ..results import ResultsFile, Row
+from .row import RowContext, RowPlan, now_iso, row_plan, run_one
 from .slots import SharedTargets, TargetSlot
 
-#: Rows one worker of a 2-core machine can overlap: a row is mostly waiting (measured: 5 min of
-#: CPU in a 14 min sequential run), so two per core keeps the cores busy without making the
-#: cases' own timeouts late.
+#: Rows one core can overlap: a row is mostly waiting (on timeouts, client start-up, the broker;
+#: docs/measurements.md), so two per core keeps the cores busy without making the cases' own
+#: timeouts late.
 ROWS_PER_CPU = 2
 MAX_DEFAULT_JOBS = 8
 
@@ -68,12 +73,13 @@ class RunOptions:
 
 @dataclass(frozen=True)
 class PlannedRow:
-    """One row of the plan; `index` is its place in results.jsonl."""
+    """One row of the plan; `index` is its place in results.jsonl, `how` its RowPlan."""
 
     index: int
     target: str
     case: Case
     client: str
+    how: RowPlan
 
 
 def default_jobs() -> int:
@@ -100,39 +106,73 @@ def reference_target(targets: list[str]) -> str | None:
     return next((t for t in kafkas if split_name(t)[1] is None), kafkas[0] if kafkas else None)
 
 
-def plan(targets: list[str], cases: Iterable[Case], clients: list[str], reference: str | None) -> list[PlannedRow]:
-    """Every row, in results order: the reference target first, then the others as given."""
+def plan(targets: list[str], cases: Iterable[Case], clients: list[str], reference: str | None,
+         proxy_mode: str = "auto", fresh: bool = False) -> list[PlannedRow]:
+    """Every row, in results order: the reference target first, then the others as given; each
+    with its RowPlan (a fresh run shares no instance)."""
     ordered = sorted(targets, key=lambda t: t != reference)
     cases = list(cases)
     rows = []
     for t in ordered:
         for case in cases:
+            how = row_plan(case, t, proxy_mode, can_share=not fresh)
             for client in clients:
-                rows.append(PlannedRow(len(rows), t, case, client))
+                rows.append(PlannedRow(len(rows), t, case, client, how))
     return rows
 
 
-def attach_diffs(rows: list[dict], reference: str | None) -> None:
+def attach_diffs(rows: list[Row], reference: str | None) -> None:
     """Each row's structural diff against the reference target's row for the same case and
     client (when both ran: pass or fail)."""
     if reference is None:
         return
-    ran = ("pass", "fail")
-    ref = {(r["case"], r["client"]): r["outcome"] for r in rows if r["target"] == reference and r["verdict"] in ran}
+    ref = {(r.case, r.client): r.outcome for r in rows if r.target == reference and r.verdict.ran}
     for r in rows:
-        if r["target"] == reference or r["verdict"] not in ran:
+        if r.target == reference or not r.verdict.ran:
             continue
-        outcome = ref.get((r["case"], r["client"]))
+        outcome = ref.get((r.case, r.client))
         if outcome is not None:
-            r["reference_target"] = reference
-            r["diff"] = structural_diff(outcome, r["outcome"])
+            r.reference_target = reference
+            r.diff = structural_diff(outcome, r.outcome)
+
+
+class RunRecord:
+    """The rows of a run as they finish, into results.jsonl (conformance.results.ResultsFile):
+    each appended at once -- with its diff when the reference's row of its case and client is
+    already there -- and the whole file rewritten at the end, every diff attached, in the order
+    given (module doc). Safe to add to from several workers."""
+
+    def __init__(self, run_dir: Path, reference: str | None) -> None:
+        self.file = ResultsFile(run_dir)
+        self.reference = reference
+        self.rows: list[Row] = []
+        self._references: dict[tuple[str, str], Row] = {}
+        self._lock = threading.Lock()
+        self.file.start()
+
+    def add(self, row: Row) -> None:
+        with self._lock:
+            if row.target == self.reference:
+                self._references[(row.case, row.client)] = row
+            elif (ref := self._references.get((row.case, row.client))) is not None:
+                attach_diffs([ref, row], self.reference)
+            self.rows.append(row)
+            self.file.append(row)
+
+    def finish(self, order: list[Row] | None = None) -> list[Row]:
+        """The final file: `order` (default: as added), diffed against the reference."""
+        with self._lock:
+            rows = self.rows if order is None else order
+            attach_diffs(rows, self.reference)
+            self.file.write(rows)
+            return rows
 
 
 # ============================================================================ work hand-out
 def cost_class(case: Case) -> int:
     """A coarse guess of a row's length from the case alone: 2 for a multi-node cluster (start,
-    elections: 30-60 s on Apache Kafka), 1 for a case that waits 5 s or more on its own
-    waits, proxy delays and node faults, else 0."""
+    elections: the longest rows, docs/measurements.md), 1 for a case that waits 5 s or more on
+    its own waits, proxy delays and node faults, else 0."""
     if case.topology.nodes > 1:
         return 2
     waited = sum(s.wait_ms for s in case.steps if s.kind == "wait")
@@ -148,10 +188,9 @@ def heavy(row: PlannedRow) -> bool:
 
 
 def default_heavy_limit() -> int:
-    """Heavy rows at once: one per two cores. Measured on this 2-core machine: a three-node
-    Apache Kafka row costs ~15 s of CPU; four of them starting together (12 JVMs) drove the
-    load to 16 and a cluster missed its 120 s registration timeout, while one at a time beside
-    three light workers kept every start under 10 s."""
+    """Heavy rows at once: one per two cores. Several multi-node JVM clusters starting together
+    on a 2-core machine overload it until a cluster misses its own registration timeout, while
+    one at a time beside light workers starts in time (docs/measurements.md)."""
     return max(1, (os.cpu_count() or 2) // 2)
 
 
@@ -167,27 +206,17 @@ class WorkQueue:
     worker passes over them while the limit is reached, and waits only when nothing else is
     left."""
 
-    def __init__(self, rows: list[PlannedRow], proxy_mode: str, heavy_limit: int | None = None) -> None:
+    def __init__(self, rows: list[PlannedRow], heavy_limit: int | None = None) -> None:
         self._cond = threading.Condition()
         self.heavy_limit = heavy_limit or default_heavy_limit()
         self._heavy_running = 0
         self._heavy = {r.index for r in rows if heavy(r)}  # decided once per row
-        probe: dict[str, TargetSlot] = {}
-        keyed = []
-        for r in rows:
-            slot = probe.setdefault(r.target, TargetSlot(r.target, {}, Path("."), proxy_mode))
-            keyed.append((r, self._key(r, slot)))
+        keyed = [(r, r.how.key(r.case)) for r in rows]  # None: not applicable, starts nothing
         # Stable sort: the plan's order within a group; groups of a target stay together.
         targets = list(dict.fromkeys(r.target for r in rows))
         keyed.sort(key=lambda rk: (-cost_class(rk[0].case), targets.index(rk[0].target)) + self._group(rk))
         self._pending: list[tuple[PlannedRow, tuple | None]] = keyed
 
-    @staticmethod
-    def _key(row: PlannedRow, slot: TargetSlot) -> tuple | None:
-        try:
-            return row_plan(row.case, slot).key(row.case)
-        except NotApplicable:
-            return None  # decided without starting anything
 
     @staticmethod
     def _group(rk: tuple[PlannedRow, tuple | None]) -> tuple:
@@ -229,29 +258,28 @@ class WorkQueue:
 
 
 # ============================================================================ whole run
-OnRow = Callable[[dict, int, int, int], None]  # row, done, total, worker
+OnRow = Callable[[Row, int, int, int], None]  # row, done, total, worker
 OnStart = Callable[[str, str, str, int], None]  # case, target, client, worker
 
 
-def run(opts: RunOptions, on_row: OnRow | None = None, on_start: OnStart | None = None) -> list[dict]:
+def run(opts: RunOptions, on_row: OnRow | None = None, on_start: OnStart | None = None) -> list[Row]:
     """Run the plan with opts.jobs workers; returns the rows in results order (module doc)."""
     opts.results_dir.mkdir(parents=True, exist_ok=True)
     run_id = opts.run_id or new_run_id()
     reference = opts.reference or reference_target(opts.targets)
-    rows_plan = plan(opts.targets, opts.cases, opts.clients, reference)
+    rows_plan = plan(opts.targets, opts.cases, opts.clients, reference, opts.proxy, opts.fresh)
     jobs = max(1, min(opts.jobs or default_jobs(), len(rows_plan) or 1))
-    results_path = opts.results_dir / "results.jsonl"
-    results_path.write_text("")
+    record = RunRecord(opts.results_dir, reference)
     shutil.rmtree(opts.results_dir / "artifacts", ignore_errors=True)  # no stale artifacts of an older run
     work = opts.results_dir / "work"
     ctx = RowContext(run_id, opts.results_dir)
     meta = {"run_id": run_id, "started_at": now_iso(), "targets": [r for r in dict.fromkeys(p.target for p in rows_plan)],
             "clients": opts.clients, "cases": [c.id for c in opts.cases], "reference_target": reference,
             "jobs": jobs, "target_starts": {}, "target_start_seconds": {}}
-    queue = WorkQueue(rows_plan, opts.proxy)
+    queue = WorkQueue(rows_plan)
     meta["heavy_limit"] = queue.heavy_limit
     shared = SharedTargets(opts.target_options, work)
-    done_rows: dict[int, dict] = {}
+    done_rows: dict[int, Row] = {}
     lock = threading.Lock()
     errors: list[BaseException] = []
 
@@ -273,13 +301,12 @@ def run(opts: RunOptions, on_row: OnRow | None = None, on_start: OnStart | None 
                 if on_start:
                     on_start(item.case.id, item.target, item.client, wid)
                 try:
-                    row = run_one(item.case, slot, item.client, ctx, opts.fresh, shared)
+                    row = run_one(item.case, slot, item.client, ctx, opts.fresh, shared, item.how)
                 finally:
                     queue.done(item)
+                record.add(row)
                 with lock:
                     done_rows[item.index] = row
-                    with open(results_path, "a", encoding="utf-8") as out:
-                        out.write(json.dumps(row, default=str) + "\n")
                     if on_row:
                         on_row(row, len(done_rows), len(rows_plan), wid)
         except BaseException as exc:  # noqa: BLE001 - stop the others, re-raised below
@@ -321,11 +348,7 @@ def run(opts: RunOptions, on_row: OnRow | None = None, on_start: OnStart | None 
         meta["target_start_seconds"].setdefault(name, []).extend(round(s, 3) for s in shared.start_seconds[name])
     if errors:
         raise errors[0]
-    rows = [done_rows[p.index] for p in rows_plan]
-    attach_diffs(rows, reference)
-    with open(results_path, "w", encoding="utf-8") as out:
-        for row in rows:
-            out.write(json.dumps(row, default=str) + "\n")
+    rows = record.finish([done_rows[p.index] for p in rows_plan])
     meta["finished_at"] = now_iso()
     (opts.results_dir / "run.json").write_text(json.dumps(meta, indent=1))
     shutil.rmtree(work, ignore_errors=True) if not os.environ.get("KCONFORM_KEEP_WORK") else None

@@ -3,8 +3,8 @@ broker is built for it.
 
 Why reuse at all: a case names its topics, transactional.ids and groups uniquely
 (namespace.py), so two case runs on one broker cannot see each other's records, producer state
-or offsets; a start saved is ~4 s for Apache Kafka and ~0.4 s for the embedded broker, on
-every row. When it is NOT safe -- the previous run did anything to a node (a fault), left a
+or offsets; and a start saved is seconds saved on every row (docs/measurements.md). When it is
+NOT safe -- the previous run did anything to a node (a fault), left a
 node down, asked for other broker configs, or the target says it is not reusable (a peer under
 test starts fresh, so one case's bug cannot decide the next case's verdict) -- the instance is
 stopped and a new one started. A reused instance is health-checked first: a target that died

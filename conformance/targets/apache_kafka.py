@@ -171,9 +171,9 @@ class ApacheKafkaTarget(LocalProcessTarget):
         prewarm_coordinators: bool | None = None,
     ) -> None:
         """version: a release on Maven Central; heap: -Xmx/-Xms of each node;
-        jvm_options: replace the default GC/diagnostic flags; fast_startup: C1-only JIT
-        (measured here: 3-node start 5.4-5.9 s instead of 7-10 s and ~30 MiB less RSS per
-        node; turn it off for throughput benchmarks, where C2 matters)."""
+        jvm_options: replace the default GC/diagnostic flags; fast_startup: C1-only JIT (a
+        faster start and less memory per node, docs/measurements.md; turn it off for
+        throughput benchmarks, where C2 matters)."""
         super().__init__()
         self._version = version
         self.heap = heap
@@ -327,8 +327,8 @@ class ApacheKafkaTarget(LocalProcessTarget):
         random directory.id) and bootstrap.checkpoint (the feature levels: the release's and the
         case's). So the tool formats one node of each kind (process roles, release, features) into
         the cache, and every node of every later start gets a copy with its own meta.properties.
-        Why: three format JVMs at every cluster start cost ~2 s of a 2-core machine's CPU and
-        ~1.8 s of the start (measured), 44 times in a run with Apache Kafka. A configuration the
+        Why: three format JVMs at every cluster start cost seconds of CPU and of the start, at
+        every cluster start of a run (docs/measurements.md). A configuration the
         copy cannot stand for (its own metadata.log.dir, a dynamic quorum) is formatted in place.
         """
         in_place = [i for i, props in node_props.items() if FORMAT_IN_PLACE_KEYS & set(props)]

@@ -9,6 +9,9 @@ instead of being silently approximated.
 Life cycle: construct (cheap, no side effects) -> start(topology, broker_configs, workdir) ->
 node control and questions -> stop(). Targets are context managers; stop() is idempotent and
 ends every process the target started, by PID.
+
+NotApplicable and TargetUnavailable are the verdict exceptions of conformance/results.py,
+imported here because every target raises them.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from typing import Callable, ClassVar, Collection, TypeVar
 
 from broker_impl.codec import Errors, error_name
 
+from ..results import NotApplicable, TargetUnavailable  # the verdict exceptions a target raises
 from . import wire
 from .admin import create_topics
 from .topology import TopicSpec, Topology
@@ -51,18 +55,6 @@ def _stop_started_targets() -> None:
             target.stop()
         except Exception:  # best effort at exit; the next target must still be stopped
             log.exception("stopping target %s at exit failed", target.name)
-
-
-class NotApplicable(Exception):
-    """This target cannot do what was asked; `reason` says why (shown in the case result)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-class TargetUnavailable(Exception):
-    """The target cannot start on this machine (missing java, binary, ...); message says what to install."""
 
 
 class NoLiveNode(RuntimeError):
@@ -115,16 +107,15 @@ class Target(abc.ABC):
     reference: ClassVar[bool] = False
     #: A started instance may serve the next case run (same topology and broker configs, nothing
     #: done to its nodes): every case names its topics, ids and groups uniquely, so runs cannot
-    #: see each other's state, and a start is saved (~4 s for a JVM, ~0.7 s for the embedded broker).
+    #: see each other's state, and a start is saved (seconds a row: docs/measurements.md).
     reusable: ClassVar[bool] = True
     #: One started instance may serve several case runs AT ONCE (parallel workers): a broker that
     #: is built for many clients (a JVM with its own thread pools). Targets whose one process
     #: would be the bottleneck -- or whose single event loop would make a timing case late --
     #: get an instance per worker instead.
     shareable: ClassVar[bool] = False
-    #: Each node is a heavy process to start (a JVM: ~5 s of CPU for one node, ~15 s for a
-    #: three-node cluster with one node restart, measured on this 2-core machine): the runner
-    #: lets only a few multi-node instances of such a target start and run at once
+    #: Each node is a heavy process to start (a JVM: seconds of CPU per node, docs/measurements.md):
+    #: the runner lets only a few multi-node instances of such a target start and run at once
     #: (runner.WorkQueue), so that concurrent cluster starts do not miss their own timeouts.
     heavy_nodes: ClassVar[bool] = False
     #: Takes `advertised.listeners` as a broker config: each node can name the proxy's port for

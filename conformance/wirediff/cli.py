@@ -14,6 +14,7 @@ from pathlib import Path
 
 from broker_impl.codec import API
 
+from ..results import ResultsFile, Verdict
 from ..targets import target_class
 from .run import DiffOptions, DiffResult, run_diff
 
@@ -69,17 +70,17 @@ def summary(result: DiffResult, opts: DiffOptions) -> str:
         lines.append(f"{c['api_key']:>3}  {c['api']:<28} {rng(c['reference']):<14} {rng(c['target']):<14} "
                      f"{span:<10} {c.get('probes', 0):>6}  {c.get('differing', 0):>6}"
                      + (f"  ({c['why_not']})" if c["why_not"] else ""))
-    bad = [r for r in result.rows if r["target"] == opts.target and r["verdict"] == "fail"]
+    bad = [r for r in result.rows if r.target == opts.target and r.verdict is Verdict.FAIL]
     for r in bad:
-        lines.append(f"\n{r['case']}:")
-        unexplained = [d for d in r["diff"] if "explained" not in d]
+        lines.append(f"\n{r.case}:")
+        unexplained = [d for d in r.diff if "explained" not in d]
         for d in unexplained[:5]:
             lines.append(f"  {d['path']}: {opts.reference} {d['reference']!r}, {opts.target} {d['actual']!r}")
         if len(unexplained) > 5:
             lines.append(f"  ... {len(unexplained) - 5} more")
     for r in result.errors[:20]:
-        lines.append(f"\n{r['case']}: error: {r['reason']}")
-    lines.append(f"\n{sum(1 for r in result.rows if r['target'] == opts.target)} probes, "
+        lines.append(f"\n{r.case}: error: {r.reason}")
+    lines.append(f"\n{sum(1 for r in result.rows if r.target == opts.target)} probes, "
                  f"{result.unexplained} with unexplained differences, {result.explained} with explained ones only, "
-                 f"{len(result.errors)} kconform could not run; results: {opts.results_dir / 'results.jsonl'}")
+                 f"{len(result.errors)} kconform could not run; results: {ResultsFile(opts.results_dir).path}")
     return "\n".join(lines)

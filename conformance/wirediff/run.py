@@ -32,9 +32,10 @@ from ..compare import normalise_response, structural_diff
 from ..compare.wire import node_names
 from ..raw import send_request
 from ..refs import RefError, resolve, step_lookup
+from ..results import Check, NotApplicable, ResultsFile, Row, Verdict
 from ..runner import new_run_id
 from ..runner.row import now_iso
-from ..targets import NotApplicable, TopicSpec, Topology, make_target
+from ..targets import TopicSpec, Topology, make_target
 from .generate import BATCH_TIMESTAMP, ZERO_UUID, Names, with_unknown_tags
 from .known import explain
 from .recipes import Probe, client_versions, probes
@@ -187,15 +188,15 @@ def comparable(records: list[dict], probe: Probe, nodes: dict[int, str] | None =
 # ============================================================================ the run
 @dataclass
 class DiffResult:
-    rows: list[dict]
+    rows: list[Row]
     coverage: list[dict]
     unexplained: int
     explained: int
 
     @property
-    def errors(self) -> list[dict]:
+    def errors(self) -> list[Row]:
         """The target's rows kconform could not run (a request it could not build)."""
-        return [r for r in self.rows if r["verdict"] == "error" and r["reference_target"] is not None]
+        return [r for r in self.rows if r.verdict is Verdict.ERROR and r.reference_target is not None]
 
 
 def plan(ref: dict[int, tuple[int, int]], act: dict[int, tuple[int, int]], opts: DiffOptions
@@ -286,9 +287,7 @@ def run_diff(opts: DiffOptions, log: Callable[[str], None] = lambda s: None) -> 
                     row["probes"] += 1
                     row.setdefault("differing", 0)
                     row["differing"] += any("explained" not in d for d in diff)
-        with open(opts.results_dir / "results.jsonl", "w", encoding="utf-8") as out:
-            for row in rows:
-                out.write(json.dumps(row, default=str) + "\n")
+        ResultsFile(opts.results_dir).write(rows)
         (opts.results_dir / "coverage.json").write_text(json.dumps(coverage, indent=1))
         (opts.results_dir / "run.json").write_text(json.dumps({
             "run_id": run_id, "kind": "wirediff", "targets": [ref.name, act.name], "reference_target": ref.name,
@@ -347,12 +346,8 @@ def _names_for(api: str, version: int) -> Callable[[int], Names]:
 
 # ============================================================================ rows
 def _rows(run_id: str, started: str, p: Probe, ref: Side, rr: list[dict], act: Side, ar: list[dict],
-          diff: list[dict], not_applicable: str | None = None) -> list[dict]:
+          diff: list[dict], not_applicable: str | None = None) -> list[Row]:
     """Two results rows (docs/results-schema.md): the reference's and the target's."""
-    base = {"run_id": run_id, "started_at": started, "case": f"wirediff/{p.id}",
-            "case_title": f"{p.api} v{p.version}: {_title(p)}", "tags": ["wirediff", p.api],
-            "scenario": [], "client": "raw", "client_version": "kconform codec", "duration_s": 0.0,
-            "artifacts": {}, "unspecified": 0}
     request = {"steps": [{"id": s.id, "api": s.api, "version": s.version, "body": s.body} for s in p.steps]}
     out = []
     for side, records, d in ((ref, rr, None), (act, ar, diff)):
@@ -361,21 +356,24 @@ def _rows(run_id: str, started: str, p: Probe, ref: Side, rr: list[dict], act: S
             for step in sorted({x["path"].split(".")[0] for x in d}):
                 mine = [x for x in d if x["path"].split(".")[0] == step]
                 bad = [x for x in mine if "explained" not in x]
-                checks.append({"name": f"{step} answers as {ref.name} does", "passed": not bad,
-                               "message": "; ".join(f"{x['path']}: {ref.name} {_short(x['reference'])}, "
-                                                    f"{side.name} {_short(x['actual'])}"
-                                                    + (f" (known: {x['explained']})" if "explained" in x else "")
-                                                    for x in mine)})
+                checks.append(Check(f"{step} answers as {ref.name} does", not bad,
+                                    "; ".join(f"{x['path']}: {ref.name} {_short(x['reference'])}, "
+                                              f"{side.name} {_short(x['actual'])}"
+                                              + (f" (known: {x['explained']})" if "explained" in x else "")
+                                              for x in mine)))
         unexplained = d is not None and any("explained" not in x for x in d)
         unbuilt = [r for r in rr + ar if not r["ok"] and r["error"]["name"] == "DRIVER_ERROR"]
-        verdict = ("not_applicable" if not_applicable else "error" if unbuilt else "fail" if unexplained
-                   else "pass")
-        out.append({**base, "target": side.name, "target_version": side.target.version,
-                    "verdict": verdict, "checks": checks,
-                    "outcome": {"request": request, "steps": records},
-                    "diff": d if d is not None else None, "reference_target": ref.name if d is not None else None,
-                    "reason": not_applicable or (f"kconform could not build step {unbuilt[0]['id']}: "
-                                                 f"{unbuilt[0]['error']['message']}" if unbuilt else None)})
+        verdict = (Verdict.NOT_APPLICABLE if not_applicable else Verdict.ERROR if unbuilt
+                   else Verdict.FAIL if unexplained else Verdict.PASS)
+        out.append(Row(run_id=run_id, started_at=started, case=f"wirediff/{p.id}",
+                       case_title=f"{p.api} v{p.version}: {_title(p)}", tags=["wirediff", p.api], scenario=[],
+                       target=side.name, target_version=side.target.version, client="raw",
+                       client_version="kconform codec", verdict=verdict, checks=checks,
+                       outcome={"request": request, "steps": records}, diff=d,
+                       reference_target=ref.name if d is not None else None,
+                       reason=not_applicable or (f"kconform could not build step {unbuilt[0]['id']}: "
+                                                 f"{unbuilt[0]['error']['message']}" if unbuilt else None),
+                       unspecified=0))
     return out
 
 

@@ -20,6 +20,8 @@ from pathlib import Path
 
 from pyspark.sql.types import ArrayType, MapType, StructType
 
+from conformance.results import Verdict
+
 from ..matrix import from_rows, one_line
 from ..matrix_page import history_text, render_html, render_markdown
 from ..results import read_run_meta
@@ -95,7 +97,7 @@ def _summary(n_runs: int, n_rows: int, matrix: list[dict], div: list[dict], flak
     changed = [r for r in matrix if history_text(r["history"].split())]
     lines.append(f"Matrix across runs: {len(matrix)} cells, {len(changed)} whose verdict changed over the runs "
                  f"(compatibility.md: every cell, its divergence in one line and its earlier verdicts)")
-    for r in [r for r in matrix if r["verdict"] != "pass" or r in changed][:25]:
+    for r in [r for r in matrix if r["verdict"] != Verdict.PASS or r in changed][:25]:
         was = history_text(r["history"].split())
         lines.append(f"  {r['case']} on {r['target']} with {r['client']}: {r['verdict']}"
                      + (f" ({was})" if was else "") + (f" -- {r['divergence']}" if r["divergence"] else ""))

@@ -15,8 +15,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.colors import ListedColormap  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-VERDICT_COLOURS = {"pass": "#2e9e44", "fail": "#d43c3c", "crash": "#7a0a0a", "not_applicable": "#a0a0a0",
-                   "error": "#e0a020"}
+from conformance.results import Verdict  # noqa: E402
+
+VERDICT_COLOURS = {Verdict.PASS: "#2e9e44", Verdict.FAIL: "#d43c3c", Verdict.CRASH: "#7a0a0a",
+                   Verdict.NOT_APPLICABLE: "#a0a0a0", Verdict.ERROR: "#e0a020"}
 _DPI = 80
 
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from conformance.results import Verdict
+
 KEY = ["case", "target", "client"]
 
 
@@ -96,6 +98,6 @@ def per_run(rows: DataFrame) -> DataFrame:
     """Per run and target: when, how many rows, passes and divergences (the trend charts)."""
     return (rows.groupBy("run_id", "target")
             .agg(F.min("ts").alias("run_at"), F.count("*").alias("rows"),
-                 F.sum((F.col("verdict") == "pass").cast("int")).alias("passed"),
+                 F.sum((F.col("verdict") == Verdict.PASS.value).cast("int")).alias("passed"),
                  F.sum(_diverges().cast("int")).alias("diverging"))
             .orderBy("run_at", "target"))

@@ -78,7 +78,8 @@ const OPS = ['hello', 'create_producer', 'create_consumer', 'create_admin', 'ini
   'poll', 'commit', 'committed', 'position', 'close', 'list_offsets', 'create_topics']
 const UNSUPPORTED = {
   describe_transactions: `KafkaJS ${KAFKAJS_VERSION} has no DescribeTransactions`,
-  describe_producers: `KafkaJS ${KAFKAJS_VERSION} has no DescribeProducers`
+  describe_producers: `KafkaJS ${KAFKAJS_VERSION} has no DescribeProducers`,
+  eos_loop: `KafkaJS ${KAFKAJS_VERSION} has no consume-transform-produce loop of its own`
 }
 
 // KafkaJS errors that carry no Kafka code -> normalised name (innermost first, then outward).

@@ -56,9 +56,9 @@ def test_the_language_runs_as_documented(tmp_path):
     case = load_case(path, tmp_path / "cases")
     [row] = run(RunOptions(targets=["embedded"], clients=["confluent"], cases=[case],
                            results_dir=tmp_path / "results"))
-    steps = json.loads((tmp_path / "results" / row["artifacts"]["steps"]).read_text())
+    steps = json.loads((tmp_path / "results" / row.artifacts["steps"]).read_text())
     by = {str(s.get("step")): s for s in steps}
-    checks = {c["name"]: c for c in row["checks"]}
+    checks = {c.name: c for c in row.checks}
     # librdkafka has no DescribeTransactions / DescribeProducers: the runner asked the broker
     described = by["4"]["data"]
     assert described["answered_by"] == "runner"
@@ -66,14 +66,14 @@ def test_the_language_runs_as_documented(tmp_path):
     assert by["5"]["data"]["partitions"][0]["producers"][0]["producer_epoch"] >= 0
     # a capture whose path is not in the data is a failed check naming the path, not a crash
     capture = next(c for n, c in checks.items() if "capture nope" in n)
-    assert not capture["passed"] and "no_such_field" in capture["message"]
+    assert not capture.passed and "no_such_field" in capture.message
     # a step for other clients only is recorded as skipped
     assert by["6"]["skipped"].startswith("runs only with java")
     # the repeat's bound ran out: its check fails and says so; it ran exactly 3 times
     assert by["7"]["data"] == {"iterations": 3}
     bound = next(c for n, c in checks.items() if n.startswith("step[7] repeat"))
-    assert not bound["passed"] and "within 3 iterations" in bound["message"]
+    assert not bound.passed and "within 3 iterations" in bound.message
     # no EndTxn(COMMIT) crossed the wire: the transcript check fails and shows what did
     wire = next(c for n, c in checks.items() if n.startswith("transcript("))
-    assert not wire["passed"] and "EndTxn" in wire["message"] and "committed" in wire["message"]
-    assert row["verdict"] == "fail"
+    assert not wire.passed and "EndTxn" in wire.message and "committed" in wire.message
+    assert row.verdict == "fail"

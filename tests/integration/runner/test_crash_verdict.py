@@ -63,15 +63,15 @@ def test_a_target_killed_mid_case_is_a_crash_row_without_waiting_out_the_step(tm
         killer = _kill_target_once_started(slot, after_s=1.0)
         row = run_one(case, slot, "confluent", ctx, fresh=True)
         killer.join(timeout=5)
-        assert row["verdict"] == "crash", row
-        assert row["reason"].startswith("the target died after step 0: node 1's process"), row["reason"]
-        assert "exited with code -9" in row["reason"]
+        assert row.verdict == "crash", row
+        assert row.reason.startswith("the target died after step 0: node 1's process"), row.reason
+        assert "exited with code -9" in row.reason
         # the 4 s wait, not the send's 40 s deadline
-        assert row["duration_s"] < 20, row["duration_s"]
-        crash = (ctx.results_dir / row["artifacts"]["crash"]).read_text()
-        assert crash.startswith(row["reason"])
+        assert row.duration_s < 20, row.duration_s
+        crash = (ctx.results_dir / row.artifacts["crash"]).read_text()
+        assert crash.startswith(row.reason)
         # the next case on the slot gets a fresh, live target
         again = run_one(load_case(cases / "x" / "wait_then_send.yaml", cases), slot, "confluent", ctx, fresh=False)
-        assert again["verdict"] == "pass", again
+        assert again.verdict == "pass", again
     finally:
         slot.release()

@@ -119,4 +119,4 @@ def test_expected_error_step_and_background_await(tmp_path):
     """)
     rows = run(RunOptions(targets=["embedded"], clients=["confluent"], cases=load_cases(root=root),
                           results_dir=tmp_path / "r"))
-    assert rows[0]["verdict"] == "pass", rows[0]
+    assert rows[0].verdict == "pass", rows[0]

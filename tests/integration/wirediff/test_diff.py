@@ -41,9 +41,9 @@ def test_boundary_variants_of_produce(tmp_path, kafka_available):
                        versions="max")
     result = run_diff(opts)
     assert result.unexplained == 0 and not result.errors, summary(result, opts)
-    variants = {r["case"].rsplit("/", 1)[1] for r in result.rows}
+    variants = {r.case.rsplit("/", 1)[1] for r in result.rows}
     assert {"valid", "null:topic_data", "sequence-gap", "partition-not-in-transaction",
             "unknown-tagged-fields"} <= variants
-    gap = next(r for r in result.rows if r["target"] == "embedded" and r["case"].endswith("/sequence-gap"))
-    part = gap["outcome"]["steps"][-1]["data"]["response"]["responses"][0]["partition_responses"][0]
+    gap = next(r for r in result.rows if r.target == "embedded" and r.case.endswith("/sequence-gap"))
+    part = gap.outcome["steps"][-1]["data"]["response"]["responses"][0]["partition_responses"][0]
     assert (part["error_code"], part["error_message"], part["log_start_offset"]) == (45, None, 0)

@@ -71,11 +71,11 @@ def test_checks_catch_aborted_records_in_read_committed(tmp_path):
                       "read_uncommitted": {"t1-0": [{"offset": i, "key": None, "value": v}
                                                     for i, v in enumerate(committed + aborted)]}},
             "offsets": {"t1-0": {"high_watermark": 12, "last_stable": 12}}}
-    assert all(c["passed"] for c in evaluate(case, good))
+    assert all(c.passed for c in evaluate(case, good))
     bad = dict(good, reads=dict(good["reads"], read_committed=good["reads"]["read_uncommitted"]))
-    failed = [c for c in evaluate(case, bad) if not c["passed"]]
-    assert [c["name"] for c in failed] == ["records(isolation=read_committed, topic=t1)"]
-    assert "a0" in failed[0]["message"]
+    failed = [c for c in evaluate(case, bad) if not c.passed]
+    assert [c.name for c in failed] == ["records(isolation=read_committed, topic=t1)"]
+    assert "a0" in failed[0].message
 
 
 def _request_step(error_message, producer_id, log_start_offset):

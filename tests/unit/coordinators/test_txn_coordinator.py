@@ -99,6 +99,27 @@ async def test_tv2_end_txn_bumps_epoch_and_retry(tmp_path, nursery):
 
 
 @run
+async def test_tv2_next_end_txn_while_markers_in_flight_is_concurrent_not_fenced(tmp_path, nursery):
+    """Kafka 4.3 checks the pending transition before the epoch: right after EndTxn(COMMIT)
+    answered (PrepareCommit durable, CompleteCommit pending while the markers are written), the
+    producer's next EndTxn at the epoch it was given -- and a zombie's AddPartitionsToTxn at the
+    old one -- are CONCURRENT_TRANSACTIONS, not PRODUCER_FENCED (txn/tv2_end_txn_while_markers_in_flight)."""
+    node = await started(tmp_path, nursery, topics={"t": 1})
+    c, pid, e0 = await open_txn(node, "tx", {("t", 0)}, TV_2)
+    assert await c.handle_end_transaction("tx", pid, e0, True, TV_2) == (Errors.NONE, pid, e0 + 1)
+    md = c.txn_manager.get("tx")
+    # no checkpoint since the answer: the marker task has not run yet
+    assert md.state is S.PREPARE_COMMIT and md.pending_state is S.COMPLETE_COMMIT
+    assert await c.handle_end_transaction("tx", pid, e0 + 1, False, TV_2) == (Errors.CONCURRENT_TRANSACTIONS, -1, -1)
+    assert await c.add_partitions("tx", pid, e0, {("t", 0)}) == Errors.CONCURRENT_TRANSACTIONS
+    await settle(c)
+    assert md.state is S.COMPLETE_COMMIT
+    assert await c.handle_end_transaction("tx", pid, e0 + 1, False, TV_2) == (Errors.NONE, pid, e0 + 2)
+    await settle(c)
+    assert await c.add_partitions("tx", pid, e0, {("t", 0)}) == Errors.PRODUCER_FENCED
+
+
+@run
 async def test_timeout_abort_fences_producer(tmp_path, nursery):
     node = await started(tmp_path, nursery, topics={"t": 1}, **CLEANUP_EVERY_20MS)
     c, pid, e0 = await open_txn(node, "tx", {("t", 0)}, timeout_ms=50)

@@ -69,7 +69,7 @@ def test_the_runner_hands_the_error_to_the_proxy(tmp_path):
         rule = front.server.rules.rule(rid)
         assert (rule.action, rule.direction, rule.nth, rule.error) == ("answer", "request", 2, 90)
         [check] = front.fault_checks()
-        assert not check["passed"] and "answer PRODUCER_FENCED" in check["name"]
+        assert not check.passed and "answer PRODUCER_FENCED" in check.name
     finally:
         front.stop()
 
@@ -107,7 +107,7 @@ def test_a_client_the_per_client_expectation_does_not_name_is_unspecified_not_a_
     assert expect.for_client("kafka-python") is None and expect.for_client("java") is not None
     fenced = {"step": 1, "ok": False, "error": {"name": "PRODUCER_FENCED"}}
     check = unspecified_check("step[1]", fenced, "kafka-python")
-    assert check["passed"] and check["unspecified"] and "PRODUCER_FENCED" in check["message"]
+    assert check.passed and check.unspecified and "PRODUCER_FENCED" in check.message
     assert not expect_matches(expect, fenced, "java")[0]
     only_default = load(tmp_path, "  - {actor: p1, op: commit_transaction, expect: {default: PRODUCER_FENCED}}\n")
     assert only_default.steps[1].expect.for_client("any-client").errors == ("PRODUCER_FENCED",)
@@ -122,8 +122,8 @@ def test_checks_limited_to_clients(tmp_path):
           - {check: records, isolation: read_committed, topic: t1, count: 0}
         """)
     outcome = {"reads": {"read_committed": {"t1-0": [{"value": "v"}]}}}
-    assert [c["passed"] for c in evaluate(case, outcome, "confluent")] == [True, False]
-    assert [c["passed"] for c in evaluate(case, outcome, "java")] == [False]
+    assert [c.passed for c in evaluate(case, outcome, "confluent")] == [True, False]
+    assert [c.passed for c in evaluate(case, outcome, "java")] == [False]
     err = error_of(tmp_path, "", "checks:\n  - {check: records, isolation: read_committed, topic: t1, count: 0, "
                                  "clients: [rust]}\n")
     assert err.field == "checks[0].clients[0]"

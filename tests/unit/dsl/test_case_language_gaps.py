@@ -254,13 +254,13 @@ def test_transcript_check_counts_and_orders_frames(tmp_path):
     frames = decode_transcript(lines, lambda v: resolve_names(v))
     res = lambda v: resolve(v, step_lookup({"init": {"producer_id": 42}}.get))  # noqa: E731
     results = evaluate(case, {"steps": []}, "confluent", res, frames)
-    assert [r["passed"] for r in results] == [True, True], results
+    assert [r.passed for r in results] == [True, True], results
     res_other = lambda v: resolve(v, step_lookup({"init": {"producer_id": 43}}.get))  # noqa: E731
     wrong = evaluate(case, {"steps": []}, "confluent", res_other, frames[::-1])
-    assert [r["passed"] for r in wrong] == [False, False]
-    assert "InitProducerId" in wrong[0]["message"]
+    assert [r.passed for r in wrong] == [False, False]
+    assert "InitProducerId" in wrong[0].message
     none = evaluate(case, {"steps": []}, "confluent", res, None)
-    assert not none[0]["passed"] and "no transcript" in none[0]["message"]
+    assert not none[0].passed and "no transcript" in none[0].message
 
 
 def resolve_names(value):

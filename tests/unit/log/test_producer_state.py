@@ -125,6 +125,51 @@ def test_abort_marker_fills_aborted_index_and_fetch_query(open_log, tmp_path):
     assert log.aborted_transactions(0, 1) == [(1, 0)]
 
 
+def test_aborted_upper_bound_is_kafkas_index_bound_not_the_last_offset_read(open_log):
+    """LocalLog.addAbortedTransactions: the bound is the offset index entry at or after the end
+    of the read, else the next segment's base, else the log end -- so a one-batch read with no
+    index entry after it lists an abort further on (measured on Kafka 4.3.1:
+    cases/txn/fetch_aborted_list_upper_bound)."""
+    log = open_log()
+    log.append(kp_batch(1), now_ms=NOW)  # 0
+    log.append(idem(0, n=1, txn=True, pid=1), now_ms=NOW)  # 1
+    log.append_control_marker(False, producer_id=1, producer_epoch=0, coordinator_epoch=0,
+                              now_ms=NOW)  # 2
+    log.append(kp_batch(1), now_ms=NOW)  # 3
+    info = log.read(0, 1, max_offset=log.last_stable_offset)
+    assert (info.next_offset, info.aborted_upper_bound) == (1, 4)  # no index entry: the LEO
+    assert log.aborted_transactions(0, info.aborted_upper_bound) == [(1, 1)]
+
+
+def test_aborted_upper_bound_from_the_offset_index(open_log):
+    indexed = open_log({"index.interval.bytes": 1})  # an entry for every append but the first
+    for b in (kp_batch(1), idem(0, n=1, txn=True, pid=1)):
+        indexed.append(b, now_ms=NOW)
+    indexed.append_control_marker(False, producer_id=1, producer_epoch=0, coordinator_epoch=0,
+                                  now_ms=NOW)
+    indexed.append(kp_batch(1), now_ms=NOW)
+    # entries (offset 1, x's end), (2, ..), (3, ..): the read of x ends exactly at the first
+    # entry, and Kafka's search answers the second one there (AbstractIndex.binarySearch)
+    assert indexed.read(0, 1).aborted_upper_bound == 2
+    assert indexed.aborted_transactions(0, 2) == [(1, 1)]
+    assert indexed.read(1, 1).aborted_upper_bound == 2  # found exactly by the search
+    assert indexed.read(3, 1).aborted_upper_bound == 4  # past the last entry: the LEO
+
+
+def test_offset_index_upper_bound_search_is_kafkas():
+    from broker_impl.log.index import OffsetIndex
+    idx = OffsetIndex("/nonexistent", 0)
+    idx.offsets.extend([10, 20, 30, 40])
+    idx.positions.extend([100, 200, 300, 400])
+    assert idx.fetch_upper_bound_offset(50) == 10  # before every entry: the first
+    assert idx.fetch_upper_bound_offset(100) == 20  # exactly the first: Kafka answers the next
+    assert idx.fetch_upper_bound_offset(150) == 20
+    assert idx.fetch_upper_bound_offset(300) == 30
+    assert idx.fetch_upper_bound_offset(400) == 40
+    assert idx.fetch_upper_bound_offset(401) is None
+    assert OffsetIndex("/nonexistent", 0).fetch_upper_bound_offset(0) is None
+
+
 def test_aborted_txn_spanning_segments_is_found_from_earlier_segment(open_log):
     batch = idem(0, n=5, txn=True, pid=9)
     log = open_log({"segment.bytes": len(batch) + 10})

@@ -108,7 +108,7 @@ def test_case_rule_from_broker_every_reaches_the_proxy(tmp_path):
         assert (made.action, made.api, made.direction, made.source, made.every, made.node) == (
             "hold", 1, "request", "broker", True, 3)
         [check] = front.fault_checks()
-        assert not check["passed"] and "from broker #1+" in check["name"]
+        assert not check.passed and "from broker #1+" in check.name
     finally:
         front.stop()
 

@@ -14,7 +14,6 @@ from pathlib import Path
 
 from conformance.dsl import load_case
 from conformance.runner.row import row_plan
-from conformance.runner.slots import TargetSlot
 
 CASE = """
 title: t
@@ -31,7 +30,7 @@ def plan(tmp_path: Path, topology_extra: str):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(textwrap.dedent(CASE % topology_extra))
     case = load_case(path, tmp_path)
-    return case, row_plan(case, TargetSlot("apache-kafka", {}, tmp_path, "off"))
+    return case, row_plan(case, "apache-kafka", "off")
 
 
 def test_a_fault_free_case_shares_the_apache_kafka_instance(tmp_path):

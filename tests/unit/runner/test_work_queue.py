@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 from conformance.dsl import load_case
+from conformance.runner.row import row_plan
 from conformance.runner.runner import PlannedRow, WorkQueue, heavy
 
 CASE = """
@@ -34,7 +35,7 @@ def rows(tmp_path: Path) -> list[PlannedRow]:
     single = case(tmp_path, "single")
     plan = [("apache-kafka", cluster, "c1"), ("apache-kafka", cluster, "c2"), ("embedded", cluster, "c1"),
             ("apache-kafka", single, "c1"), ("embedded", single, "c1")]
-    return [PlannedRow(i, t, c, cl) for i, (t, c, cl) in enumerate(plan)]
+    return [PlannedRow(i, t, c, cl, row_plan(c, t, "off")) for i, (t, c, cl) in enumerate(plan)]
 
 
 def test_only_multi_node_rows_of_a_heavy_target_are_heavy(tmp_path):
@@ -43,7 +44,7 @@ def test_only_multi_node_rows_of_a_heavy_target_are_heavy(tmp_path):
 
 
 def test_a_second_heavy_row_waits_while_light_rows_are_handed_out(tmp_path):
-    q = WorkQueue(rows(tmp_path), "off", heavy_limit=1)
+    q = WorkQueue(rows(tmp_path), heavy_limit=1)
     first = q.take({})
     assert heavy(first)
     others = [q.take({}) for _ in range(3)]
@@ -61,7 +62,7 @@ def test_a_second_heavy_row_waits_while_light_rows_are_handed_out(tmp_path):
 
 
 def test_a_waiting_worker_leaves_when_the_run_stops(tmp_path):
-    q = WorkQueue(rows(tmp_path), "off", heavy_limit=1)
+    q = WorkQueue(rows(tmp_path), heavy_limit=1)
     q.take({})
     for _ in range(3):
         q.take({})

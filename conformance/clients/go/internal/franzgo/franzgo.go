@@ -74,6 +74,7 @@ import (
 // Driver holds at most one producer, one consumer and one admin.
 type Driver struct {
 	producer     *kgo.Client
+	producerCfg  driver.Args // create_producer's config, for eos_loop's session and the producer after it
 	txnal        bool
 	offsetsAdded bool // AddOffsetsToTxn sent in the current transaction (franz-go: offsetsAddedToTxn)
 
@@ -83,6 +84,7 @@ type Driver struct {
 	readCommitted bool
 	resetLatest   bool
 	grouped       bool // the consumer is a group member (subscribe)
+	subscribed    []string
 	posMu         sync.Mutex
 	positions     map[string]map[int32]int64
 	assigned      []driver.TopicPartition
@@ -110,8 +112,12 @@ func (d *Driver) Hello() map[string]any {
 // Unsupported: franz-go can do every op of the definition.
 func (d *Driver) Unsupported() map[string]string { return map[string]string{} }
 
-// Ops maps the protocol's ops onto the methods below.
-func (d *Driver) Ops() map[string]driver.Op { return driver.OpsOf(d) }
+// Ops maps the protocol's ops onto the methods below, plus the optional eos_loop (eos_loop.go).
+func (d *Driver) Ops() map[string]driver.Op {
+	ops := driver.OpsOf(d)
+	ops["eos_loop"] = d.EosLoop
+	return ops
+}
 
 func ctxFor(dl driver.Deadline) (context.Context, context.CancelFunc) {
 	return context.WithDeadline(context.Background(), dl.End)
@@ -273,6 +279,14 @@ func (d *Driver) consumerConfig(cfg driver.Config) ([]kgo.Opt, error) {
 	m["session.timeout.ms"] = durationOpt(&opts, func(t time.Duration) kgo.Opt { return kgo.SessionTimeout(t) })
 	m["heartbeat.interval.ms"] = durationOpt(&opts, func(t time.Duration) kgo.Opt { return kgo.HeartbeatInterval(t) })
 	m["max.poll.interval.ms"] = durationOpt(&opts, func(t time.Duration) kgo.Opt { return kgo.RebalanceTimeout(t) })
+	m["group.instance.id"] = func(v string) error { opts = append(opts, kgo.InstanceID(v)); return nil }
+	m["partition.assignment.strategy"] = func(v string) error {
+		balancers, err := balancersFor(v)
+		if err == nil {
+			opts = append(opts, kgo.Balancers(balancers...))
+		}
+		return err
+	}
 	if err := cfg.Apply(m); err != nil {
 		return nil, err
 	}
@@ -283,6 +297,30 @@ func (d *Driver) consumerConfig(cfg driver.Config) ([]kgo.Opt, error) {
 		opts = append(opts, kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()))
 	}
 	return opts, nil
+}
+
+// balancersFor maps Java's partition.assignment.strategy (a list of assignor class names, or the
+// short names range, roundrobin, sticky, cooperative-sticky) onto franz-go's balancers, in order.
+func balancersFor(v string) ([]kgo.GroupBalancer, error) {
+	var out []kgo.GroupBalancer
+	for _, name := range driver.Servers(v) { // a comma-separated list, as bootstrap.servers
+		switch strings.TrimPrefix(name, "org.apache.kafka.clients.consumer.") {
+		case "range", "RangeAssignor":
+			out = append(out, kgo.RangeBalancer())
+		case "roundrobin", "RoundRobinAssignor":
+			out = append(out, kgo.RoundRobinBalancer())
+		case "sticky", "StickyAssignor":
+			out = append(out, kgo.StickyBalancer())
+		case "cooperative-sticky", "CooperativeStickyAssignor":
+			out = append(out, kgo.CooperativeStickyBalancer())
+		default:
+			return nil, fmt.Errorf("unknown assignor %q", name)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no assignor")
+	}
+	return out, nil
 }
 
 // groupOnly are the options franz-go accepts only for a group consumer (subscribe).
@@ -306,7 +344,7 @@ func (d *Driver) CreateProducer(a driver.Args, dl driver.Deadline) (map[string]a
 	if err != nil {
 		return nil, err
 	}
-	d.producer = cl
+	d.producer, d.producerCfg = cl, a.Object("config")
 	return map[string]any{"client_id": driver.ClientID(cfg)}, nil
 }
 
@@ -725,7 +763,7 @@ func (d *Driver) Subscribe(a driver.Args, dl driver.Deadline) (map[string]any, e
 		return nil, err
 	}
 	d.consumer.Close()
-	d.consumer, d.grouped = cl, true
+	d.consumer, d.grouped, d.subscribed = cl, true, topics
 	return map[string]any{}, nil
 }
 

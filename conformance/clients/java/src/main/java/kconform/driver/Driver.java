@@ -71,6 +71,9 @@ public final class Driver {
             "begin_transaction", "send", "flush", "send_offsets_to_transaction", "commit_transaction",
             "abort_transaction", "subscribe", "assign", "poll", "commit", "committed", "position", "close",
             "describe_transactions", "describe_producers", "list_offsets", "create_topics");
+    /** Ops of the definition (ops.yaml, not required) that kafka-clients has no counterpart for. */
+    private static final Map<String, String> UNSUPPORTED = Map.of(
+            "eos_loop", "kafka-clients has no consume-transform-produce loop of its own (Kafka Streams is a framework, not this client)");
     private static final Set<String> PRODUCER_OPS = Set.of(
             "init_transactions", "begin_transaction", "send", "flush", "send_offsets_to_transaction",
             "commit_transaction", "abort_transaction");
@@ -154,6 +157,9 @@ public final class Driver {
         JsonNode id = req.get("id");
         String op = req.path("op").asText("");
         Deadline deadline = new Deadline(req.path("deadline_ms").asLong(30000));
+        if (UNSUPPORTED.containsKey(op)) {
+            return errorReply(id, Outcomes.driverError("UNSUPPORTED_BY_CLIENT", op + ": " + UNSUPPORTED.get(op)));
+        }
         if (!OPS.contains(op)) {
             return errorReply(id, Outcomes.driverError("DRIVER_ERROR", "unknown op '" + op + "'"));
         }

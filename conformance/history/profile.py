@@ -1,0 +1,252 @@
+"""Error codes on the wire: counted per API, and held against what a healthy cluster may answer.
+
+Why on the wire: clients retry retriable errors without telling the application (a Java producer
+that met NOT_ENOUGH_REPLICAS twice and then succeeded reports success), so an application's
+view hides a broker that answers errors it should not. The proxy sees every response; here each
+error code in it is counted (`profile`), and those that cannot happen where and when they came
+are anomalies (`unexpected`):
+
+- NEVER: no broker answers a real client so (UNKNOWN_SERVER_ERROR is a broker's internal error,
+  CORRUPT_MESSAGE a record batch it could not read, ...).
+- ONE_NODE: on a single node (every replica set is {that node}, min.insync.replicas <= 1) the
+  ISR can never be too small.
+- QUIET: answers that mean "a node is gone, a leader or coordinator moved, a producer's state
+  was lost, a request timed out" -- unexpected outside a fault window (a fault from its start
+  until `GRACE_S` after it was undone) and, for the start-up answers in STARTUP, after the
+  warm-up (topics and coordinators being created).
+
+Only answers to clients count here; what brokers answer each other (replica fetches, markers)
+is counted in the profile but never judged.
+"""
+from __future__ import annotations
+
+import struct
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+from broker_impl.codec import API, ProtocolError, batch_headers
+
+from .checker import MAX_EVIDENCE, Anomaly
+
+NEVER = frozenset({"UNKNOWN_SERVER_ERROR", "CORRUPT_MESSAGE", "INVALID_RECORD", "UNSUPPORTED_FOR_MESSAGE_FORMAT",
+                   "INVALID_REQUIRED_ACKS", "RECORD_LIST_TOO_LARGE"})
+ONE_NODE = frozenset({"NOT_ENOUGH_REPLICAS", "NOT_ENOUGH_REPLICAS_AFTER_APPEND"})
+QUIET = frozenset({
+    "NOT_ENOUGH_REPLICAS", "NOT_ENOUGH_REPLICAS_AFTER_APPEND", "OUT_OF_ORDER_SEQUENCE_NUMBER",
+    "DUPLICATE_SEQUENCE_NUMBER", "UNKNOWN_PRODUCER_ID", "INVALID_PRODUCER_EPOCH", "PRODUCER_FENCED",
+    "INVALID_TXN_STATE", "INVALID_PRODUCER_ID_MAPPING", "TRANSACTION_COORDINATOR_FENCED",
+    "NOT_LEADER_OR_FOLLOWER", "LEADER_NOT_AVAILABLE", "FENCED_LEADER_EPOCH", "NOT_COORDINATOR",
+    "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS", "REQUEST_TIMED_OUT", "NETWORK_EXCEPTION",
+    "KAFKA_STORAGE_ERROR", "OFFSET_OUT_OF_RANGE", "UNKNOWN_TOPIC_OR_PARTITION",
+})
+#: Answers a cluster gives while its topics and coordinators are being created.
+STARTUP = frozenset({"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS",
+                     "UNKNOWN_TOPIC_OR_PARTITION", "LEADER_NOT_AVAILABLE", "NOT_LEADER_OR_FOLLOWER"})
+#: Seconds after a fault was undone during which its consequences are still expected (a
+#: restarted node catching up and rejoining the ISR, clients refreshing metadata).
+GRACE_S = {"node": 12.0, "proxy": 4.0, "client": 4.0}
+#: Seconds from a client's first request of an API during which that API's STARTUP answers are
+#: expected (the first InitProducerId creates __transaction_state, the first JoinGroup
+#: __consumer_offsets: both are loading for a while, longer on a loaded machine).
+WARMUP_S = 15.0
+PRODUCE_KEY = API["Produce"].key
+
+
+@dataclass(frozen=True)
+class Window:
+    """A fault's window on the timeline (seconds of the history)."""
+
+    kind: str       # node | proxy | client
+    start: float
+    end: float
+    what: str
+
+    def covers(self, t: float) -> bool:
+        return self.start - 0.5 <= t <= self.end
+
+
+@dataclass(frozen=True)
+class WireError:
+    t: float
+    api: str
+    error: str
+    source: str         # client | broker
+    client_id: str | None
+    node: int | None
+    version: int | None
+    #: Why the answer is what a healthy broker says in that situation (None: nothing explains it).
+    explained: str | None = None
+
+
+def wire_errors(lines: Iterable[dict], decode: Callable[[dict], dict | None]) -> list[WireError]:
+    """Every non-zero error code in the responses of a transcript (its lines, in order; `decode`
+    is runner.transcript_check.decode_line). A Produce batch refused OUT_OF_ORDER_SEQUENCE_NUMBER
+    because an earlier batch of the same producer, epoch and partition was refused first (its
+    sequence never reached the log, so every later one is out of order until the client sends
+    the first again) is `explained`: Kafka answers that cascade too (e.g. after
+    CONCURRENT_TRANSACTIONS on the first batch of a TV2 transaction)."""
+    out: list[WireError] = []
+    sent: dict[tuple[int, int], dict[str, list[tuple[int, int, int]]]] = {}
+    refused: dict[tuple[int, int, str], list[int]] = defaultdict(list)
+    for line in lines:
+        if line.get("dir") == "c2b":
+            if line.get("api_key") == PRODUCE_KEY:
+                frame = decode(line)
+                if frame is not None and frame["fields"] is not None:
+                    sent[(line.get("conn"), line.get("correlation_id"))] = _produce_batches(frame["fields"])
+            continue
+        frame = decode(line)
+        if frame is None or frame["fields"] is None or frame["direction"] != "response":
+            continue
+        meta = (frame.get("t") or 0.0, frame["api"], frame["from"], line.get("client_id"), line.get("node"),
+                frame["version"])
+        if frame["api"] == "Produce":
+            batches = sent.pop((line.get("conn"), line.get("correlation_id")), {})
+            for tp, error in _produce_errors(frame["fields"]):
+                if error == "NONE":
+                    continue
+                why = None
+                for pid, epoch, seq in batches.get(tp, []):
+                    if error == "OUT_OF_ORDER_SEQUENCE_NUMBER" and any(r < seq for r in refused[(pid, epoch, tp)]):
+                        why = "an earlier batch of the same producer and epoch was refused first"
+                    refused[(pid, epoch, tp)].append(seq)
+                out.append(WireError(meta[0], meta[1], error, meta[2], meta[3], meta[4], meta[5], why))
+            continue
+        for name in _errors(frame["fields"]):
+            out.append(WireError(*meta[:2], name, *meta[2:]))
+    return out
+
+
+def _produce_batches(fields: dict) -> dict[str, list[tuple[int, int, int]]]:
+    """topic-partition -> [(producer id, epoch, base sequence)] of a Produce request."""
+    out: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    for t in fields.get("topic_data") or []:
+        for p in t.get("partition_data") or []:
+            records = p.get("records")
+            if isinstance(records, str):
+                try:
+                    records = bytes.fromhex(records)
+                except ValueError:
+                    continue
+            if not isinstance(records, (bytes, bytearray)):
+                continue
+            try:
+                for h in batch_headers(records, verify_crc=False):
+                    out[f"{t.get('name')}-{p.get('index')}"].append((h.producer_id, h.producer_epoch, h.base_sequence))
+            except (ProtocolError, ValueError, struct.error):
+                continue
+    return out
+
+
+def _produce_errors(fields: dict) -> Iterable[tuple[str, str]]:
+    for t in fields.get("responses") or []:
+        for p in t.get("partition_responses") or []:
+            yield f"{t.get('name')}-{p.get('index')}", p.get("error_code", "NONE")
+
+
+def _errors(tree: Any) -> Iterable[str]:
+    if isinstance(tree, dict):
+        for k, v in tree.items():
+            if k.endswith("error_code") and isinstance(v, str) and v != "NONE":
+                yield v
+            elif isinstance(v, (dict, list)):
+                yield from _errors(v)
+    elif isinstance(tree, list):
+        for v in tree:
+            yield from _errors(v)
+
+
+def profile(errors: Iterable[WireError]) -> dict[str, dict[str, dict[str, int]]]:
+    """{source: {api: {error: count}}}, sources `client` and `broker`."""
+    out: dict[str, dict[str, Counter]] = defaultdict(lambda: defaultdict(Counter))
+    for e in errors:
+        out[e.source][e.api][e.error] += 1
+    return {src: {api: dict(sorted(c.items())) for api, c in sorted(apis.items())} for src, apis in out.items()}
+
+
+def client_profile(events: Iterable[dict]) -> dict[str, dict[str, int]]:
+    """{op: {error: count}} of what the clients reported to the workers (history completions)."""
+    out: dict[str, Counter] = defaultdict(Counter)
+    for e in events:
+        if e.get("type") in ("fail", "info") and isinstance(e.get("error"), dict):
+            out[e["f"]][e["error"].get("name", "UNKNOWN")] += 1
+    return {op: dict(sorted(c.items())) for op, c in sorted(out.items())}
+
+
+def windows(events: Iterable[dict], end: float) -> list[Window]:
+    """Fault windows from the nemesis's events in the history: a node fault from its start
+    until its undo (restart/resume), a proxy rule from when it was added until it was removed, a
+    client fault until the worker's process may be back (`until`) -- each plus its grace."""
+    out: list[Window] = []
+    open_node: dict[str, float] = {}
+    open_rule: dict[int, tuple[float, str]] = {}
+    for e in events:
+        if e.get("process") != "nemesis" or e["type"] != "ok":
+            continue
+        v = e.get("value") or {}
+        kind, t = v.get("kind"), e["time"]
+        if kind == "node":
+            key = v.get("role", "?")
+            if v.get("action") in ("crash", "pause", "stop"):
+                open_node.setdefault(key, t)
+            else:
+                start = open_node.pop(key, t)
+                out.append(Window("node", start, t + GRACE_S["node"], v.get("fault", "")))
+        elif kind == "proxy":
+            if v.get("action") == "remove":
+                start, what = open_rule.pop(v.get("rule"), (t, v.get("fault", "")))
+                out.append(Window("proxy", start, t + GRACE_S["proxy"], what))
+            else:
+                open_rule[v.get("rule")] = (t, v.get("fault", ""))
+        elif kind == "client":
+            out.append(Window("client", t, (v.get("until") or t) + GRACE_S["client"], v.get("fault", "")))
+        elif kind == "point":
+            out.append(Window("node", t, (v.get("until") or end) + GRACE_S["node"], v.get("fault", "")))
+    for key, start in open_node.items():
+        out.append(Window("node", start, end + GRACE_S["node"], f"{key} (never undone)"))
+    for start, what in open_rule.values():
+        out.append(Window("proxy", start, end + GRACE_S["proxy"], what))
+    return sorted(out, key=lambda w: w.start)
+
+
+#: Broker configs under which more answers are a healthy broker's: a producer whose state
+#: expired (producer.id.expiration.ms) is answered UNKNOWN_PRODUCER_ID, and its batches in
+#: flight OUT_OF_ORDER_SEQUENCE_NUMBER, at any time.
+EXPECTED_BY_CONFIG = {"producer.id.expiration.ms": frozenset({"UNKNOWN_PRODUCER_ID", "OUT_OF_ORDER_SEQUENCE_NUMBER"})}
+
+
+def unexpected(errors: Iterable[WireError], wins: list[Window], nodes: int,
+               broker_configs: dict[str, str] | None = None) -> list[Anomaly]:
+    """The `unexpected_error` anomaly (module doc): one Anomaly with every such answer counted."""
+    allowed = frozenset().union(*(codes for key, codes in EXPECTED_BY_CONFIG.items() if key in (broker_configs or {})))
+    found: list[dict] = []
+    count = 0
+    first_seen: dict[str, float] = {}
+    for e in errors:
+        if e.source != "client":
+            continue
+        first_seen.setdefault(e.api, e.t)
+        why = None
+        if e.error in NEVER:
+            why = "never answered to a real client"
+        elif nodes == 1 and e.error in ONE_NODE:
+            why = "impossible on one node (min.insync.replicas <= 1 of 1 replica)"
+        elif (e.error in QUIET and e.error not in allowed and e.explained is None
+              and not any(w.covers(e.t) for w in wins)):
+            if e.error in STARTUP and e.t < first_seen[e.api] + WARMUP_S:
+                continue
+            why = "outside every fault window"
+        if why is None:
+            continue
+        count += 1
+        if len(found) < MAX_EVIDENCE:
+            found.append({"what": f"{e.api} answered {e.error} to {e.client_id} at {e.t:.3f} s (node {e.node}): "
+                                  f"{why}", "t": e.t, "api": e.api, "error": e.error, "version": e.version,
+                          "client_id": e.client_id, "node": e.node})
+    if not count:
+        return []
+    by_code = Counter(f"{x['api']} {x['error']}" for x in found)
+    return [Anomaly("unexpected_error", f"{count} x a broker answered an error code that cannot happen there "
+                                        f"outside a fault; first: {found[0]['what']}; codes: {dict(by_code)}",
+                    found, found[0]["t"], count=count)]

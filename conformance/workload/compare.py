@@ -1,0 +1,120 @@
+"""The same seeds on several targets, side by side: anomalies and error codes per API.
+
+Two correct brokers do not answer the same number of retriable errors (timing decides how
+often a client meets CONCURRENT_TRANSACTIONS), but a code one target answers and the reference
+never does, or answers ten times as often per operation, is a difference to explain. Counts are
+given per 1000 workload operations, so targets that ran at different speeds compare.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from ..results import Row
+
+
+def _per_k(count: int, ops: int) -> float:
+    return round(1000.0 * count / ops, 2) if ops else 0.0
+
+
+def compare_rows(rows: list[Row], reference: str | None) -> dict[str, Any]:
+    """{targets: {target: totals}, seeds: [...], differences: [...]} of workload rows."""
+    totals: dict[str, dict[str, Any]] = {}
+    seeds: dict[tuple[str, str], dict[str, dict]] = defaultdict(dict)
+    for r in rows:
+        w = r.workload
+        if not w:
+            continue
+        t = totals.setdefault(r.target, {"rows": 0, "operations": 0, "verdicts": defaultdict(int),
+                                            "anomalies": defaultdict(int), "wire": defaultdict(lambda: defaultdict(int))})
+        t["rows"] += 1
+        t["operations"] += w.get("operations", 0)
+        t["verdicts"][r.verdict.value] += 1
+        for kind, n in (w.get("anomalies") or {}).items():
+            t["anomalies"][kind] += n
+        for api, codes in (w.get("wire_errors") or {}).items():
+            for code, n in codes.items():
+                t["wire"][api][code] += n
+        seeds[(r.case, r.client)][r.target] = {"verdict": r.verdict.value, "anomalies": w.get("anomalies") or {},
+                                               "operations": w.get("operations", 0),
+                                               "wire": w.get("wire_errors") or {}, "reason": r.reason}
+    out_totals = {}
+    for name, t in totals.items():
+        out_totals[name] = {"rows": t["rows"], "operations": t["operations"], "verdicts": dict(t["verdicts"]),
+                            "anomalies": dict(t["anomalies"]),
+                            "wire": {api: {code: {"count": n, "per_1000_ops": _per_k(n, t["operations"])}
+                                           for code, n in sorted(codes.items())}
+                                     for api, codes in sorted(t["wire"].items())}}
+    differences = []
+    ref = out_totals.get(reference) if reference else None
+    if ref is not None:
+        for name, t in out_totals.items():
+            if name == reference:
+                continue
+            keys = {(a, c) for a, cs in t["wire"].items() for c in cs} | {(a, c) for a, cs in ref["wire"].items() for c in cs}
+            for api, code in sorted(keys):
+                mine = t["wire"].get(api, {}).get(code, {"count": 0, "per_1000_ops": 0.0})
+                theirs = ref["wire"].get(api, {}).get(code, {"count": 0, "per_1000_ops": 0.0})
+                if mine["count"] and not theirs["count"]:
+                    what = "only on this target"
+                elif theirs["count"] and not mine["count"]:
+                    what = "only on the reference"
+                elif mine["per_1000_ops"] > 3 * theirs["per_1000_ops"] + 1:
+                    what = "more than 3x as often as the reference"
+                else:
+                    continue
+                differences.append({"target": name, "api": api, "error": code, "what": what,
+                                    "count": mine["count"], "per_1000_ops": mine["per_1000_ops"],
+                                    "reference_count": theirs["count"],
+                                    "reference_per_1000_ops": theirs["per_1000_ops"]})
+            for kind in sorted(set(t["anomalies"]) - set(ref["anomalies"])):
+                differences.append({"target": name, "anomaly": kind, "what": "an anomaly the reference does not have",
+                                    "count": t["anomalies"][kind]})
+    return {"reference": reference, "targets": out_totals,
+            "seeds": [{"case": c, "client": cl, "by_target": by} for (c, cl), by in sorted(seeds.items())],
+            "differences": differences}
+
+
+def render_comparison(cmp: dict[str, Any]) -> str:
+    """Markdown: per target the totals, then each seed's verdicts, then the differences."""
+    lines = ["# Workload comparison", ""]
+    ref = cmp.get("reference")
+    if ref:
+        lines.append(f"Reference: `{ref}`. Error codes are what brokers answered clients on the wire (the proxy's "
+                     "transcript), per 1000 workload operations.")
+        lines.append("")
+    lines += ["| target | rows | operations | verdicts | anomalies |", "|---|---|---|---|---|"]
+    for name, t in cmp["targets"].items():
+        verdicts = ", ".join(f"{v} {n}" for v, n in sorted(t["verdicts"].items()))
+        anomalies = ", ".join(f"{k} {n}" for k, n in sorted(t["anomalies"].items())) or "none"
+        lines.append(f"| {name} | {t['rows']} | {t['operations']} | {verdicts} | {anomalies} |")
+    lines += ["", "## Error codes per API", "", "| API | error | " + " | ".join(cmp["targets"]) + " |",
+              "|---|---|" + "---|" * len(cmp["targets"])]
+    keys = sorted({(a, c) for t in cmp["targets"].values() for a, cs in t["wire"].items() for c in cs})
+    for api, code in keys:
+        cells = []
+        for t in cmp["targets"].values():
+            x = t["wire"].get(api, {}).get(code)
+            cells.append(f"{x['count']} ({x['per_1000_ops']}/k)" if x else "0")
+        lines.append(f"| {api} | {code} | " + " | ".join(cells) + " |")
+    lines += ["", "## Seeds", "", "| case | client | " + " | ".join(cmp["targets"]) + " |",
+              "|---|---|" + "---|" * len(cmp["targets"])]
+    for s in cmp["seeds"]:
+        cells = []
+        for name in cmp["targets"]:
+            x = s["by_target"].get(name)
+            if x is None:
+                cells.append("-")
+            else:
+                an = ", ".join(f"{k} {n}" for k, n in sorted(x["anomalies"].items()))
+                cells.append(x["verdict"] + (f": {an}" if an else "") + (f" ({x['reason']})" if x.get("reason") else ""))
+        lines.append(f"| {s['case']} | {s['client']} | " + " | ".join(cells) + " |")
+    if cmp["differences"]:
+        lines += ["", "## Differences from the reference", ""]
+        for d in cmp["differences"]:
+            if "anomaly" in d:
+                lines.append(f"- {d['target']}: anomaly `{d['anomaly']}` ({d['count']}): {d['what']}")
+            else:
+                lines.append(f"- {d['target']}: {d['api']} {d['error']}: {d['what']} ({d['count']}, "
+                             f"{d['per_1000_ops']}/k vs {d['reference_count']}, {d['reference_per_1000_ops']}/k)")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,64 @@
+"""Error codes on the wire (conformance/history/profile.py): counted from real frames, the
+OUT_OF_ORDER_SEQUENCE_NUMBER cascade told apart, and held against fault windows."""
+from __future__ import annotations
+
+import base64
+
+from broker_impl.codec import API
+from conformance.history import History
+from conformance.history.profile import Window, profile, unexpected, windows, wire_errors
+from conformance.raw import build_request, build_struct
+from conformance.runner.transcript_check import decode_line
+
+
+def line(direction: str, api: str, version: int, corr: int, frame: bytes, t: float, conn: int = 1) -> dict:
+    return {"t": t, "conn": conn, "node": 1, "dir": direction, "api_key": API[api].key, "api_name": api,
+            "api_version": version, "correlation_id": corr, "client_id": "t1", "size": len(frame),
+            "data": base64.b64encode(frame).decode(), "captured": len(frame), "truncated": False}
+
+
+def produce(corr: int, seq: int, t: float, error: str) -> list[dict]:
+    req = build_request("Produce", 9, {"transactional_id": "x", "acks": -1, "timeout_ms": 1000, "topic_data": [
+        {"name": "data", "partition_data": [{"index": 0, "records": {"batch": {
+            "producer_id": 7, "producer_epoch": 1, "base_sequence": seq, "transactional": True, "values": ["v"]}}}]}]},
+        correlation_id=corr)
+    codes = {"NONE": 0, "NOT_ENOUGH_REPLICAS": 19, "OUT_OF_ORDER_SEQUENCE_NUMBER": 45, "CONCURRENT_TRANSACTIONS": 51}
+    api = API["Produce"]
+    body = build_struct(api.response, api.response.spec.root, {"responses": [
+        {"name": "data", "partition_responses": [{"index": 0, "error_code": codes[error], "base_offset": -1}]}]})
+    return [line("c2b", "Produce", 9, corr, req, t), line("b2c", "Produce", 9, corr, api.response_frame(9, corr, body),
+                                                              t + 0.01)]
+
+
+def test_a_refused_first_batch_explains_the_out_of_order_ones_after_it():
+    lines = produce(1, 0, 1.0, "CONCURRENT_TRANSACTIONS") + produce(2, 3, 1.1, "OUT_OF_ORDER_SEQUENCE_NUMBER")
+    errors = wire_errors(lines, decode_line)
+    assert [(e.api, e.error, e.explained is not None) for e in errors] == [
+        ("Produce", "CONCURRENT_TRANSACTIONS", False), ("Produce", "OUT_OF_ORDER_SEQUENCE_NUMBER", True)]
+    assert profile(errors) == {"client": {"Produce": {"CONCURRENT_TRANSACTIONS": 1, "OUT_OF_ORDER_SEQUENCE_NUMBER": 1}}}
+    assert unexpected(errors, [], nodes=1) == []
+
+
+def test_an_out_of_order_batch_alone_is_unexpected_outside_a_fault():
+    errors = wire_errors(produce(1, 5, 20.0, "OUT_OF_ORDER_SEQUENCE_NUMBER"), decode_line)
+    [a] = unexpected(errors, [], nodes=3)
+    assert a.kind == "unexpected_error" and a.count == 1
+    assert unexpected(errors, [Window("node", 15.0, 25.0, "crash node 1")], nodes=3) == []
+
+
+def test_not_enough_replicas_is_impossible_on_one_node_even_in_a_fault_window():
+    errors = wire_errors(produce(1, 0, 3.0, "NOT_ENOUGH_REPLICAS"), decode_line)
+    [a] = unexpected(errors, [Window("node", 0.0, 60.0, "pause node 1")], nodes=1)
+    assert "one node" in a.message
+    assert unexpected(errors, [Window("node", 0.0, 60.0, "pause node 1")], nodes=3) == []
+
+
+def test_windows_from_the_nemesis_events():
+    h = History()
+    h.event("nemesis", "fault", {"kind": "node", "action": "crash", "role": "leader of data/0"})
+    h.event("nemesis", "fault", {"kind": "proxy", "action": "delay", "rule": 4, "fault": "proxy delay"})
+    h.event("nemesis", "fault", {"kind": "node", "action": "restart", "role": "leader of data/0"})
+    h.event("nemesis", "fault", {"kind": "proxy", "action": "remove", "rule": 4})
+    got = windows(h.events(), end=10.0)
+    assert sorted(w.kind for w in got) == ["node", "proxy"]
+    assert all(w.end > w.start for w in got)
