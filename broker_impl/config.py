@@ -49,6 +49,10 @@ DEFAULTS: dict[str, str] = {
     "producer.id.expiration.ms": "86400000",
     "producer.id.expiration.check.interval.ms": "600000",
     "transaction.partition.verification.enable": "true",
+    # TV2: a Produce's implicit partition add that meets CONCURRENT_TRANSACTIONS (the previous
+    # transaction's markers still being written) is retried this often, for this long
+    "add.partitions.to.txn.retry.backoff.ms": "20",
+    "add.partitions.to.txn.retry.backoff.max.ms": "100",
     "transaction.version": "2",
     "replica.fetch.max.bytes": "1048576",
     "fetch.max.bytes": "57671680",

@@ -29,7 +29,10 @@ FindCoordinator again. Writes are answered once replicated (``await_replicated``
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Iterator
+
+import trio
 
 from ..log import records as rec
 from ..protocol.errors import Errors, KafkaError
@@ -41,8 +44,6 @@ from .group_timer import CoordinatorTimer
 from .offset_metadata_manager import OffsetEntry, OffsetMetadataManager
 
 if TYPE_CHECKING:
-    import trio
-
     from ..cluster.topics import TopicRegistry
     from ..config import BrokerConfig
 
@@ -59,6 +60,9 @@ class GroupCoordinator:
         self.offset_manager = OffsetMetadataManager(config, self.store, self.group_manager)
         #: The __consumer_offsets partitions coordinated here; None: all of them (one node).
         self.owned: set[int] | None = None
+        #: Per __consumer_offsets partition, the transaction markers appended there whose
+        #: transactional offsets are not settled yet (they settle once the marker is replicated).
+        self._settling: dict[int, set[trio.Event]] = {}
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self, nursery: trio.Nursery, owns_all: bool = True) -> None:
@@ -100,6 +104,41 @@ class GroupCoordinator:
     async def await_replicated(self, group_id: str) -> Errors:
         """What the group's writes so far need before they are acknowledged (group_store)."""
         return await self.store.await_replicated(group_id)
+
+    @contextmanager
+    def settling_txn_offsets(self, partition: int) -> Iterator[None]:
+        """A COMMIT/ABORT marker was appended to ``__consumer_offsets`` partition ``partition``;
+        its producer's transactional offsets settle (complete_txn_offsets) within this block,
+        once the marker is replicated. A require_stable OffsetFetch meanwhile waits for it."""
+        done = trio.Event()
+        self._settling.setdefault(partition, set()).add(done)
+        try:
+            yield
+        finally:
+            done.set()
+            waiting = self._settling.get(partition)
+            if waiting is not None:
+                waiting.discard(done)
+                if not waiting:
+                    del self._settling[partition]
+
+    async def await_stable(self, group_id: str) -> Errors:
+        """Before a require_stable OffsetFetch reads the group's offsets: Kafka runs it as a write
+        operation of the group's partition (GroupCoordinatorService.fetchOffsets, "to ensure that
+        the response waits until the pending offsets are committed"), so it reads after every
+        record appended before it -- a transaction marker included -- and answers once they are
+        committed. Here: wait until what the partition holds now is replicated and the markers
+        appended so far have settled their offsets; then only offsets whose marker has not come
+        yet read UNSTABLE_OFFSET_COMMIT. A timeout or a lost leadership reads NOT_COORDINATOR
+        (GroupCoordinatorService.handleOffsetFetchException)."""
+        settling = list(self._settling.get(self.store.partition_for(group_id), ()))
+        if await self.store.await_replicated(group_id) is not Errors.NONE:
+            return Errors.NOT_COORDINATOR
+        with trio.move_on_after(self.store.commit_timeout_ms / 1000.0):
+            for done in settling:
+                await done.wait()
+            return Errors.NONE
+        return Errors.NOT_COORDINATOR
 
     def close(self) -> None:
         self.timer.clear()

@@ -52,10 +52,11 @@ DEFAULT_ERROR = 0          # Produce <= v10: TRANSACTION_ABORTABLE becomes INVAL
 GENERIC_ERROR_SUPPORTED = 1  # Produce v11 / TxnOffsetCommit v4+
 ADD_PARTITION = 2          # Produce v12+ (TV2): the coordinator adds the partition
 
-#: Verification errors a producer of any version retries (ReplicaManager maps them so).
+#: Verification errors a producer of any version retries (ReplicaManager maps them so;
+#: CONCURRENT_TRANSACTIONS too, below TV2).
 _RETRY_AS_NOT_ENOUGH_REPLICAS = frozenset({
-    Errors.CONCURRENT_TRANSACTIONS, Errors.NETWORK_EXCEPTION, Errors.COORDINATOR_LOAD_IN_PROGRESS,
-    Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR})
+    Errors.NETWORK_EXCEPTION, Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_COORDINATOR})
 
 
 def _fail(error: int) -> tuple[int, int, int]:
@@ -485,20 +486,69 @@ class TransactionCoordinator:
                 and entry.producer_epoch == h.producer_epoch:
             return None   # hasOngoingTransaction: already verified
         tp = (topic.name, pd.index)
-        err = await self.broker.add_partitions_manager.verify(tid, h.producer_id, h.producer_epoch, tp,
-                                                              add=op == ADD_PARTITION)
+        manager = self.broker.add_partitions_manager
+        err = await manager.verify(tid, h.producer_id, h.producer_epoch, tp, add=op == ADD_PARTITION)
+        if op == ADD_PARTITION:
+            # ReplicaManager.handleProduceAppend (maybeRetryOnConcurrentTransactions): a TV2 add
+            # that meets the previous transaction's markers (CONCURRENT_TRANSACTIONS) is retried
+            # every add.partitions.to.txn.retry.backoff.ms until
+            # min(add.partitions.to.txn.retry.backoff.max.ms, request.timeout.ms) have passed since
+            # the first try -- "the produce backoff adds too much delay": a client sending its
+            # next transaction right after EndTxn would otherwise see its first batch refused and
+            # the batches in flight behind it refused as out of order.
+            cfg = self.broker.config
+            backoff_s = cfg.int("add.partitions.to.txn.retry.backoff.ms") / 1000.0
+            limit_s = min(cfg.int("add.partitions.to.txn.retry.backoff.max.ms"),
+                          cfg.int("request.timeout.ms")) / 1000.0
+            start = trio.current_time()
+            while err == Errors.CONCURRENT_TRANSACTIONS and trio.current_time() - start < limit_s:
+                await trio.sleep(backoff_s)
+                err = await manager.verify(tid, h.producer_id, h.producer_epoch, tp, add=True)
         return self.verification_error_for_produce(err, op)
 
     @staticmethod
-    def verification_error_for_produce(err: int, op: int) -> int | None:
-        if err == Errors.NONE:
-            return None
+    def _manager_error(err: int, op: int) -> int:
+        """What AddPartitionsToTxnManager hands its caller for a partition the coordinator refused:
+        PRODUCER_FENCED as INVALID_PRODUCER_EPOCH (what producers handle there), and for the
+        oldest clients (DEFAULT_ERROR) TRANSACTION_ABORTABLE as INVALID_TXN_STATE."""
         if err == Errors.PRODUCER_FENCED:
             return Errors.INVALID_PRODUCER_EPOCH
         if err == Errors.TRANSACTION_ABORTABLE and op == DEFAULT_ERROR:
             return Errors.INVALID_TXN_STATE
+        return err
+
+    @classmethod
+    def verification_error_for_produce(cls, err: int, op: int) -> int | None:
+        """The Produce error for a failed verification (ReplicaManager.handleProduceAppend,
+        postVerificationCallback): the retriable coordinator errors older clients may not retry
+        read NOT_ENOUGH_REPLICAS (no metadata refresh) -- CONCURRENT_TRANSACTIONS too, except
+        for a TV2 producer (Produce v12+), which is answered CONCURRENT_TRANSACTIONS itself."""
+        if err == Errors.NONE:
+            return None
+        err = cls._manager_error(err, op)
+        if err == Errors.CONCURRENT_TRANSACTIONS:
+            return err if op == ADD_PARTITION else Errors.NOT_ENOUGH_REPLICAS
         if err in _RETRY_AS_NOT_ENOUGH_REPLICAS:
             return Errors.NOT_ENOUGH_REPLICAS
+        return err
+
+    @classmethod
+    def verification_error_for_txn_offset_commit(cls, err: int, op: int) -> int | None:
+        """The TxnOffsetCommit error for a failed verification of the offsets partition: the
+        group coordinator's mapping, not the Produce path's (CoordinatorRuntime.
+        scheduleTransactionalWriteOperation fails with the manager's error, which
+        CoordinatorOperationExceptionHelper.handleOperationException maps): NETWORK_EXCEPTION
+        reads COORDINATOR_LOAD_IN_PROGRESS (retried without a coordinator lookup),
+        CONCURRENT_TRANSACTIONS and the coordinator errors stay what they are."""
+        if err == Errors.NONE:
+            return None
+        err = cls._manager_error(err, op)
+        if err == Errors.NETWORK_EXCEPTION:
+            return Errors.COORDINATOR_LOAD_IN_PROGRESS
+        if err in (Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.NOT_ENOUGH_REPLICAS, Errors.REQUEST_TIMED_OUT):
+            return Errors.COORDINATOR_NOT_AVAILABLE
+        if err in (Errors.NOT_LEADER_OR_FOLLOWER, Errors.KAFKA_STORAGE_ERROR):
+            return Errors.NOT_COORDINATOR
         return err
 
     def offsets_partition(self, group_id: str) -> tuple[str, int]:

@@ -78,13 +78,18 @@ async def handle_offset_commit(broker: Broker, ctx, req):
     return R(throttle_time_ms=0, topics=out)
 
 
-def _fetch_group(broker: Broker, version: int, group_id: str, topics, require_stable: bool):
-    """Run one group's fetch; returns (group error, [(name, topic_id, [(p, off, epoch, md, err)])])."""
+async def _fetch_group(broker: Broker, version: int, group_id: str, topics, require_stable: bool):
+    """Run one group's fetch; returns (group error, [(name, topic_id, [(p, off, epoch, md, err)])]).
+    require_stable reads after the group's pending writes (GroupCoordinator.await_stable)."""
     gc = broker.group_coordinator
     by_id = version >= 10
     not_here = gc.coordinator_error(group_id)
     if not_here is not None:
         return not_here, []
+    if require_stable:
+        err = await gc.await_stable(group_id)
+        if err is not Errors.NONE:
+            return err, []
     if topics is None:
         err, res = gc.fetch_offsets(group_id, None, require_stable)
         out = []
@@ -129,7 +134,7 @@ async def handle_offset_fetch(broker: Broker, ctx, req):
         P = T.OffsetFetchResponsePartitions
         groups = []
         for g in req.groups or ():
-            err, res = _fetch_group(broker, v, g.group_id, g.topics, require_stable)
+            err, res = await _fetch_group(broker, v, g.group_id, g.topics, require_stable)
             topics = [] if err is not Errors.NONE else [
                 T(name=name or "", topic_id=tid,
                   partitions=[P(partition_index=p, committed_offset=off, committed_leader_epoch=ep, metadata=md,
@@ -142,7 +147,7 @@ async def handle_offset_fetch(broker: Broker, ctx, req):
     topics_req = req.topics
     if topics_req is None and v < 2:
         topics_req = []
-    err, res = _fetch_group(broker, v, req.group_id, topics_req, require_stable)
+    err, res = await _fetch_group(broker, v, req.group_id, topics_req, require_stable)
     if err is not Errors.NONE:
         if v >= 2:
             return R(throttle_time_ms=0, topics=[], error_code=err)

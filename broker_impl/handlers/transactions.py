@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import time
+from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
 from . import handles
@@ -141,12 +142,18 @@ async def handle_write_txn_markers(broker: Broker, ctx, req):
             topics.append(TR(name=t.name, partitions=parts))
         out.append(MR(producer_id=m.producer_id, topics=topics))
     if waits:
-        errors = await broker.replica_manager.wait_for_acks([(part, o) for _, part, o, *_ in waits],
-                                                            broker.config.int("request.timeout.ms"))
-        for (pr, _part, _o, group_offsets, producer_id, commit), err in zip(waits, errors):
-            pr.error_code = err
-            if err == Errors.NONE and group_offsets:
-                broker.group_coordinator.complete_txn_offsets(producer_id, commit)
+        gc = broker.group_coordinator
+        with ExitStack() as settling:
+            # a require_stable OffsetFetch of these groups waits for their offsets to settle
+            for _pr, part, _o, group_offsets, *_ in waits:
+                if group_offsets:
+                    settling.enter_context(gc.settling_txn_offsets(part.index))
+            errors = await broker.replica_manager.wait_for_acks([(part, o) for _, part, o, *_ in waits],
+                                                                broker.config.int("request.timeout.ms"))
+            for (pr, _part, _o, group_offsets, producer_id, commit), err in zip(waits, errors):
+                pr.error_code = err
+                if err == Errors.NONE and group_offsets:
+                    gc.complete_txn_offsets(producer_id, commit)
     return R(markers=out)
 
 
@@ -212,9 +219,7 @@ async def handle_txn_offset_commit(broker: Broker, ctx, req):
         err = await broker.add_partitions_manager.verify(req.transactional_id, req.producer_id, req.producer_epoch,
                                                          tp, add=v >= 5)
         op = ADD_PARTITION if v >= 5 else GENERIC_ERROR_SUPPORTED if v >= 4 else DEFAULT_ERROR
-        err = coordinator.verification_error_for_produce(err, op)
-        if err == Errors.NOT_ENOUGH_REPLICAS:
-            err = Errors.COORDINATOR_NOT_AVAILABLE
+        err = coordinator.verification_error_for_txn_offset_commit(err, op)
         if err is not None:
             return fail_all(err)
     err = gc.validate_txn_offset_commit(req.group_id, req.member_id, req.generation_id, req.group_instance_id)

@@ -8,7 +8,9 @@ The coordinator is the leader of the id's ``__transaction_state`` partition, whe
 this broker included: the request always goes over the network, on the coordinator's
 advertised listener, with Kafka's client id ``AddPartitionsManager-client-<id>``, so a proxy sees
 it as it sees Kafka's. No coordinator known yet reads COORDINATOR_NOT_AVAILABLE, no answer
-NETWORK_EXCEPTION; the caller maps both (TransactionCoordinator.verification_error_for_produce).
+NETWORK_EXCEPTION; the caller maps them (TransactionCoordinator.verification_error_for_produce for
+Produce, verification_error_for_txn_offset_commit for TxnOffsetCommit, as Kafka's ReplicaManager
+and group coordinator do), and a TV2 Produce retries CONCURRENT_TRANSACTIONS for a while first.
 """
 
 from __future__ import annotations

@@ -152,6 +152,35 @@ async def test_require_stable_and_transactional_offsets(harness):
 
 
 @mock_clock_test
+async def test_require_stable_waits_for_a_marker_being_settled(harness):
+    """A require_stable OffsetFetch that comes after the transaction's marker was appended (its
+    offsets settle once it is replicated) waits for them and reads them, as Kafka's fetch run as
+    a write operation does; the same fetch without require_stable does not wait."""
+    async with harness.running() as b:
+        b.topics.create("t", 1)
+        gc = harness.gc
+        await commit(harness, {"t": {0: 1}})
+        assert gc.stage_txn_offsets("g", 4000, 0, [("t", 0, 50, -1, "")]) == Errors.NONE
+        answers = []
+
+        async def fetch(require_stable):
+            answers.append((require_stable, await fetch_v7(harness, topics={"t": [0]}, require_stable=require_stable)))
+
+        async with trio.open_nursery() as nursery:
+            with gc.settling_txn_offsets(partition_for("g", 5)):
+                nursery.start_soon(fetch, True)
+                nursery.start_soon(fetch, False)
+                await trio.sleep(1)          # the marker is being replicated
+                assert answers == [(False, (0, {("t", 0): (1, 0)}))]
+                gc.complete_txn_offsets(4000, True)
+        assert answers[1] == (True, (0, {("t", 0): (50, 0)}))
+        # a marker that comes after the fetch is not waited for: its offsets read unstable
+        gc.stage_txn_offsets("g", 4001, 0, [("t", 0, 60, -1, "")])
+        assert await fetch_v7(harness, topics={"t": [0]}, require_stable=True) == \
+            (0, {("t", 0): (-1, Errors.UNSTABLE_OFFSET_COMMIT)})
+
+
+@mock_clock_test
 async def test_offsets_and_group_survive_restart(harness):
     async with harness.running() as b:
         b.topics.create("t", 3)

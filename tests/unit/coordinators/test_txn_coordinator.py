@@ -6,10 +6,13 @@ directory)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import trio
 
 from broker_impl.coordinators.transaction_metadata import TV_0, TV_2, TransactionState
+from broker_impl.log import records as rec
 from broker_impl.protocol.errors import Errors
 
 from tests.unit.coordinators.txn_helpers import eventually, open_txn, produce, run, settle, started
@@ -185,6 +188,26 @@ async def test_verification_of_unadded_partition(tmp_path, nursery):
     assert c.verification_error_for_produce(Errors.TRANSACTION_ABORTABLE, 0) == Errors.INVALID_TXN_STATE
     assert c.verification_error_for_produce(Errors.TRANSACTION_ABORTABLE, 1) == Errors.TRANSACTION_ABORTABLE
     assert c.verification_error_for_produce(Errors.PRODUCER_FENCED, 1) == Errors.INVALID_PRODUCER_EPOCH
+    # ReplicaManager.handleProduceAppend: retriable coordinator errors read NOT_ENOUGH_REPLICAS,
+    # CONCURRENT_TRANSACTIONS too -- except for a TV2 producer (Produce v12+, op 2)
+    for err in (Errors.NETWORK_EXCEPTION, Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.COORDINATOR_NOT_AVAILABLE,
+                Errors.NOT_COORDINATOR):
+        assert c.verification_error_for_produce(err, 2) == Errors.NOT_ENOUGH_REPLICAS
+    assert c.verification_error_for_produce(Errors.CONCURRENT_TRANSACTIONS, 0) == Errors.NOT_ENOUGH_REPLICAS
+    assert c.verification_error_for_produce(Errors.CONCURRENT_TRANSACTIONS, 1) == Errors.NOT_ENOUGH_REPLICAS
+    assert c.verification_error_for_produce(Errors.CONCURRENT_TRANSACTIONS, 2) == Errors.CONCURRENT_TRANSACTIONS
+    # TxnOffsetCommit: the group coordinator's mapping (handleOperationException) instead
+    tx = c.verification_error_for_txn_offset_commit
+    assert tx(Errors.NONE, 2) is None
+    assert tx(Errors.CONCURRENT_TRANSACTIONS, 2) == Errors.CONCURRENT_TRANSACTIONS
+    assert tx(Errors.CONCURRENT_TRANSACTIONS, 0) == Errors.CONCURRENT_TRANSACTIONS
+    assert tx(Errors.NETWORK_EXCEPTION, 2) == Errors.COORDINATOR_LOAD_IN_PROGRESS
+    assert tx(Errors.COORDINATOR_LOAD_IN_PROGRESS, 2) == Errors.COORDINATOR_LOAD_IN_PROGRESS
+    assert tx(Errors.COORDINATOR_NOT_AVAILABLE, 2) == Errors.COORDINATOR_NOT_AVAILABLE
+    assert tx(Errors.NOT_COORDINATOR, 2) == Errors.NOT_COORDINATOR
+    assert tx(Errors.PRODUCER_FENCED, 2) == Errors.INVALID_PRODUCER_EPOCH
+    assert tx(Errors.TRANSACTION_ABORTABLE, 0) == Errors.INVALID_TXN_STATE
+    assert tx(Errors.TRANSACTION_ABORTABLE, 1) == Errors.TRANSACTION_ABORTABLE
     assert c.verify_partitions("tx", pid, e0 + 1, [("t", 0)])[("t", 0)] == Errors.PRODUCER_FENCED
 
 
@@ -199,3 +222,54 @@ async def test_expired_transactional_id_is_tombstoned(tmp_path, nursery):
     node.crash()
     node2 = await started(tmp_path, nursery)
     assert node2.txn_coordinator.txn_manager.get("tx") is None
+
+
+def _next_txn_produce(node, pid: int, epoch: int):
+    """What the Produce handler hands verify_produce for a Produce v12 (TV2) of a transactional
+    batch at sequence 0 to t-0."""
+    batch = rec.build_batch([(b"k", b"v")], producer_id=pid, producer_epoch=epoch, base_sequence=0,
+                            is_transactional=True)
+    return (SimpleNamespace(version=12), SimpleNamespace(transactional_id="tx"), node.topics.get("t"),
+            SimpleNamespace(index=0, records=batch))
+
+
+async def _verify_next_txn_while_complete_held(tmp_path, nursery, hold_ms: int):
+    """Commit a TV2 transaction whose CompleteCommit waits ``hold_ms`` after its markers (the
+    fault point after_all_markers, held), then verify the next transaction's first batch at
+    once, as its leader does: (Produce error or None, seconds it took, verifications sent)."""
+    node = await started(tmp_path, nursery, topics={"t": 1}, **{
+        "kconform.fault": "after_all_markers", "kconform.fault.action": "hold", "kconform.fault.hold.ms": str(hold_ms)})
+    c, pid, e0 = await open_txn(node, "tx", {("t", 0)}, TV_2)
+    assert await c.handle_end_transaction("tx", pid, e0, True, TV_2) == (Errors.NONE, pid, e0 + 1)
+    manager = node.broker.add_partitions_manager
+    calls = []
+    verify = manager.verify
+
+    async def counting(*args, **kw):
+        calls.append(await verify(*args, **kw))
+        return calls[-1]
+
+    manager.verify = counting
+    t0 = trio.current_time()
+    err = await c.verify_produce(*_next_txn_produce(node, pid, e0 + 1))
+    return err, trio.current_time() - t0, calls
+
+
+@run
+async def test_tv2_produce_verification_retries_concurrent_transactions(tmp_path, nursery):
+    """Kafka's maybeRetryOnConcurrentTransactions: CompleteCommit 60 ms late -- the leader asks
+    again every 20 ms and the batch is accepted, no error reaches the producer."""
+    err, took, calls = await _verify_next_txn_while_complete_held(tmp_path, nursery, 60)
+    assert err is None
+    assert calls[0] == Errors.CONCURRENT_TRANSACTIONS and calls[-1] == Errors.NONE
+    assert took < 0.1 + 0.05
+
+
+@run
+async def test_tv2_produce_verification_answers_concurrent_transactions_after_100ms(tmp_path, nursery):
+    """CompleteCommit 1 s late: after add.partitions.to.txn.retry.backoff.max.ms (100 ms) of
+    retries the Produce is answered CONCURRENT_TRANSACTIONS (not NOT_ENOUGH_REPLICAS)."""
+    err, took, calls = await _verify_next_txn_while_complete_held(tmp_path, nursery, 1000)
+    assert err == Errors.CONCURRENT_TRANSACTIONS
+    assert 0.1 <= took < 0.5
+    assert len(calls) >= 3 and set(calls) == {Errors.CONCURRENT_TRANSACTIONS}
