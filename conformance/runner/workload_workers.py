@@ -39,6 +39,8 @@ OP_DEADLINE_MS = 15_000
 END_DEADLINE_MS = 30_000
 INIT_DEADLINE_MS = 30_000
 POLL_MS = 500
+#: Records a copier takes per transaction once the workload drains.
+DRAIN_RECORDS = 200
 #: Seconds to wait before a new process when starting one failed.
 RETRY_S = 1.0
 #: A worker whose client refuses its config this many times in a row gives up (a config the
@@ -318,7 +320,11 @@ class Worker:
     def _copier(self, proc: ClientProcess) -> None:
         run = self.run_
         i = self.h.invoke(self.pname, "poll")
-        out = proc.call("poll", OP_DEADLINE_MS, max_records=self.rng.randint(*self.wk.records), timeout_ms=POLL_MS)
+        # while draining, a copier catches up in big transactions (the plan's sizes are for the
+        # main phase, when the producers are still writing)
+        size = self.rng.randint(*self.wk.records)
+        out = proc.call("poll", OP_DEADLINE_MS, max_records=DRAIN_RECORDS if run.draining.is_set() else size,
+                        timeout_ms=POLL_MS)
         if not out.ok:
             self.h.complete(i, "fail", error=_err(out))
             # a poll that failed may still have moved the consumer's position past records the
