@@ -33,6 +33,10 @@ without idempotence, a record's whole delivery (its batch expires after it; an i
 transactional aiokafka producer retries a batch until it succeeds); when both are given the
 delivery bound wins. ``retries`` is accepted when it is at least 1, because aiokafka retries a
 failed produce until that bound and has no count (0 cannot be expressed and is refused).
+``partition.assignment.strategy`` (Java's class names) becomes aiokafka's assignor classes of the
+same protocol name -- range, roundrobin, sticky; aiokafka rebalances eagerly only, so Java's
+CooperativeStickyAssignor is refused -- and ``group.instance.id`` is aiokafka's own
+``group_instance_id`` (static membership: no LeaveGroup on stop).
 
 Errors, aiokafka's own classification: ``retriable`` is the exception's ``retriable`` attribute;
 ``abortable``/``fatal`` are the producer's TransactionManager state right after the failure
@@ -58,13 +62,16 @@ import aiokafka
 import aiokafka.errors as Errors
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 from aiokafka.producer.transaction_manager import TransactionState
 from aiokafka.structs import OffsetAndMetadata
 
-from conformance.clients.driver import (LIBRARY_SLACK_S, POLL_STEP_S, PRODUCER_OPS,
-                                        BaseDriver, Deadline, OpError, await_settled, offset_spec,
-                                        parse_config_value, python_kwargs, read_committed, record_row, serve,
-                                        timestamp_or_none)
+from conformance.clients.driver import (ASSIGNMENT_STRATEGY, LIBRARY_SLACK_S, POLL_STEP_S, PRODUCER_OPS,
+                                        BaseDriver, Deadline, OpError, assignor_names, await_settled,
+                                        offset_spec, parse_config_value, python_kwargs, read_committed,
+                                        record_row, serve, timestamp_or_none)
 from conformance.clients.errors import kafka_code, kafka_name
 from conformance.clients.protocol import decode_bytes as _payload
 
@@ -87,9 +94,19 @@ LOCAL_CLASS_NAMES: list[tuple[type[BaseException], str]] = [
 #: transaction state change follows them, so the driver does not wait for one.
 LOCAL_CHECKS = (Errors.IllegalOperation, Errors.IllegalStateError, AssertionError, TypeError, ValueError)
 
+#: Java's protocol names -> aiokafka's assignors of that name. aiokafka rebalances eagerly only
+#: (its coordinator revokes every partition before it rejoins: no KIP-429), so it has no
+#: cooperative-sticky.
+ASSIGNORS = {a.name: a for a in (RangePartitionAssignor, RoundRobinPartitionAssignor, StickyPartitionAssignor)}
+
+
 def kwargs_from_config(config: dict[str, Any]) -> dict[str, Any]:
     """Java properties -> aiokafka keyword arguments (see the module docstring)."""
     config = dict(config or {})
+    strategy = config.pop(ASSIGNMENT_STRATEGY, None)
+    assignors = None if strategy is None else tuple(ASSIGNORS[n] for n in assignor_names(
+        strategy, ASSIGNORS, f"aiokafka {aiokafka.__version__} rebalances eagerly only (no KIP-429 "
+        "cooperative protocol) and has no assignor of that name"))
     retries = parse_config_value(config.pop("retries", 1))
     if not isinstance(retries, int) or retries < 1:
         raise OpError("INVALID_ARGUMENT", f"retries={retries!r}: aiokafka retries a produce until its "
@@ -97,7 +114,10 @@ def kwargs_from_config(config: dict[str, Any]) -> dict[str, Any]:
     if "delivery.timeout.ms" in config:
         # one aiokafka setting bounds both; the delivery bound is the one a send sees
         config["request.timeout.ms"] = config.pop("delivery.timeout.ms")
-    return python_kwargs(config)
+    kw = python_kwargs(config)
+    if assignors is not None:
+        kw["partition_assignment_strategy"] = assignors
+    return kw
 
 
 def _tp(d: dict[str, Any]) -> TopicPartition:

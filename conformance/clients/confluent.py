@@ -18,8 +18,9 @@ from confluent_kafka import (Consumer, IsolationLevel, KafkaError, KafkaExceptio
                              Producer, TopicPartition)
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
-from conformance.clients.driver import (POLL_STEP_S, BaseDriver, Deadline, OpError, ReportedError, offset_spec,
-                                        read_committed, record_row, serve, timestamp_or_none)
+from conformance.clients.driver import (ASSIGNMENT_STRATEGY, POLL_STEP_S, BaseDriver, Deadline, OpError,
+                                        ReportedError, assignor_names, offset_spec, read_committed, record_row,
+                                        serve, timestamp_or_none)
 from conformance.clients.errors import kafka_code, kafka_name
 from conformance.clients.protocol import decode_bytes
 
@@ -44,6 +45,9 @@ LOCAL_CODE_NAMES: dict[str, str] = {
 }
 
 OFFSET_INVALID = -1001  # librdkafka's "no offset"
+
+#: librdkafka's assignors: their names are Java's protocol names; it has no eager "sticky".
+LIBRDKAFKA_ASSIGNORS = ("range", "roundrobin", "cooperative-sticky")
 
 
 def normalise_kafka_error(err: KafkaError, *, client_class: str | None = None) -> dict[str, Any]:
@@ -128,6 +132,14 @@ class ConfluentDriver(BaseDriver):
         self._ensure_new("consumer")
         config = self._config(args)
         config.setdefault("enable.partition.eof", False)
+        if ASSIGNMENT_STRATEGY in config:
+            # Java's class names -> librdkafka's assignor names (the JoinGroup protocol names);
+            # group.instance.id is librdkafka's own property. Without callbacks on subscribe,
+            # confluent-kafka's rebalance handler calls incremental_assign/unassign itself under
+            # the COOPERATIVE protocol, so a cooperative rebalance keeps the retained partitions.
+            config[ASSIGNMENT_STRATEGY] = ",".join(assignor_names(
+                config[ASSIGNMENT_STRATEGY], LIBRDKAFKA_ASSIGNORS,
+                f"librdkafka {confluent_kafka.libversion()[0]} has no such assignor"))
         self.consumer = Consumer(config)
         return {"client_id": (args.get("config") or {}).get("client.id")}
 

@@ -174,6 +174,48 @@ def parse_config_value(value: Any) -> Any:
     return value
 
 
+#: Java's built-in assignor classes -- the values ``partition.assignment.strategy`` takes -- and the
+#: JoinGroup protocol name each one sends (its ``name()``). Members of different clients share a
+#: group when they offer one protocol name; each driver maps a name onto its library's assignor of
+#: that name or refuses it. Java loads the class named and accepts no short name ("range" is a
+#: ClassNotFoundException); a class outside this table cannot be mapped onto another library.
+JAVA_ASSIGNORS: dict[str, str] = {
+    "org.apache.kafka.clients.consumer.RangeAssignor": "range",
+    "org.apache.kafka.clients.consumer.RoundRobinAssignor": "roundrobin",
+    "org.apache.kafka.clients.consumer.StickyAssignor": "sticky",
+    "org.apache.kafka.clients.consumer.CooperativeStickyAssignor": "cooperative-sticky",
+}
+ASSIGNMENT_STRATEGY = "partition.assignment.strategy"
+
+
+def assignor_names(value: Any, supported: Any = None, why: str = "") -> list[str]:
+    """``partition.assignment.strategy`` as Java reads it -- a comma-separated list of class
+    names, blanks around commas trimmed, an empty element refused, a repeated one dropped -- as
+    the protocol names of JAVA_ASSIGNORS, in preference order. A class outside the table, a name
+    not in ``supported`` (when given; ``why`` says what the library lacks) and an empty list
+    (Java refuses it at subscribe) are INVALID_ARGUMENT naming the key and the value."""
+    text = str(value).strip()
+    items = [s.strip() for s in text.split(",")] if text else []
+
+    def refuse(reason: str) -> OpError:
+        return OpError("INVALID_ARGUMENT", f"{ASSIGNMENT_STRATEGY}={value!r}: {reason}",
+                       key=ASSIGNMENT_STRATEGY, value=value)
+    if not items:
+        raise refuse("no assignor (Java fails subscribe with 'Must configure at least one partition assigner')")
+    if "" in items:
+        raise refuse("values must not be empty (Java's ConfigException)")
+    names: list[str] = []
+    for item in items:
+        name = JAVA_ASSIGNORS.get(item)
+        if name is None:
+            raise refuse(f"{item!r} is not one of Java's assignor classes {sorted(JAVA_ASSIGNORS)}")
+        if supported is not None and name not in supported:
+            raise refuse(f"{item} (protocol {name!r}): {why}")
+        if name not in names:
+            names.append(name)
+    return names
+
+
 class BaseDriver:
     """One client library behind the protocol. Subclasses define ``op_<name>(args, deadline)``
     methods returning the reply's ``data`` and ``normalise(exc, op)`` returning the error dict."""

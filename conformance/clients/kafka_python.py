@@ -1,7 +1,8 @@
 """Driver for kafka-python 3.x (pure Python): ``python -m conformance.clients.kafka_python``.
 
 Config keys arrive in Java spelling (``transactional.id``) and become kafka-python keyword arguments
-(``transactional_id``). kafka-python's own classification of an error: the exception's ``retriable``
+(``transactional_id``); a consumer's ``partition.assignment.strategy`` (Java's class names) becomes
+kafka-python's assignor classes of the same protocol name (``consumer_kwargs``). kafka-python's own classification of an error: the exception's ``retriable``
 attribute, and for producer ops its TransactionManager's state right after the failure
 (``has_abortable_error()`` / ``has_fatal_error()``), which is what decides whether the library will
 accept an abort. kafka-python wraps an earlier transactional error in a bare ``KafkaError``
@@ -17,11 +18,15 @@ import kafka
 import kafka.errors as Errors
 from kafka import IsolationLevel, KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import OffsetSpec
+from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+from kafka.coordinator.assignors.range import RangePartitionAssignor
+from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 from kafka.structs import OffsetAndMetadata
 
-from conformance.clients.driver import (POLL_STEP_S, PRODUCER_OPS, BaseDriver, Deadline, OpError, await_settled,
-                                        offset_spec, python_kwargs, read_committed, record_row, serve,
-                                        timestamp_or_none)
+from conformance.clients.driver import (ASSIGNMENT_STRATEGY, POLL_STEP_S, PRODUCER_OPS, BaseDriver, Deadline,
+                                        OpError, assignor_names, await_settled, offset_spec, python_kwargs,
+                                        read_committed, record_row, serve, timestamp_or_none)
 from conformance.clients.errors import kafka_code, kafka_name
 from conformance.clients.protocol import decode_bytes as _payload
 
@@ -40,6 +45,25 @@ LOCAL_CLASS_NAMES: list[tuple[type[BaseException], str]] = [
     (TypeError, "INVALID_ARGUMENT"),
     (ValueError, "INVALID_ARGUMENT"),
 ]
+
+
+#: Java's protocol names -> kafka-python's assignors of that name (``name``). kafka-python's
+#: cooperative-sticky speaks only the COOPERATIVE protocol, so a list mixing it with an eager one is
+#: refused by kafka-python itself (Java's falls back to EAGER).
+ASSIGNORS = {a.name: a for a in (RangePartitionAssignor, RoundRobinPartitionAssignor, StickyPartitionAssignor,
+                                 CooperativeStickyAssignor)}
+
+
+def consumer_kwargs(config: dict[str, Any]) -> dict[str, Any]:
+    """A consumer's Java properties as kafka-python keyword arguments: partition.assignment.strategy's
+    class names become kafka-python's assignor classes of the same protocol name;
+    group.instance.id is kafka-python's group_instance_id (static membership) as it stands."""
+    config = dict(config or {})
+    strategy = config.pop(ASSIGNMENT_STRATEGY, None)
+    kw = python_kwargs(config)
+    if strategy is not None:
+        kw["partition_assignment_strategy"] = tuple(ASSIGNORS[n] for n in assignor_names(strategy, ASSIGNORS))
+    return kw
 
 
 def _tp(d: dict[str, Any]) -> TopicPartition:
@@ -114,16 +138,16 @@ class KafkaPythonDriver(BaseDriver):
 
     # -- lifecycle ---------------------------------------------------------------------------------
     @staticmethod
-    def _kwargs(args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
-        kw = python_kwargs(args.get("config") or {})
+    def _kwargs(args: dict[str, Any], deadline: Deadline, consumer: bool = False) -> dict[str, Any]:
+        kw = (consumer_kwargs if consumer else python_kwargs)(args.get("config") or {})
         # kafka-python's constructors block until they reach a broker (bootstrap_timeout_ms, 30 s by
         # default); unless the case set it, that wait gets the op's deadline like every other call.
         kw.setdefault("bootstrap_timeout_ms", max(1, min(30_000, deadline.remaining_ms())))
         return kw
 
-    def _client_kwargs(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
+    def _client_kwargs(self, args: dict[str, Any], deadline: Deadline, consumer: bool = False) -> dict[str, Any]:
         """A producer's/consumer's kwargs; its bootstrap_servers becomes create_admin's default."""
-        kw = self._kwargs(args, deadline)
+        kw = self._kwargs(args, deadline, consumer)
         if kw.get("bootstrap_servers"):
             self.bootstrap = kw["bootstrap_servers"]
         return kw
@@ -135,7 +159,7 @@ class KafkaPythonDriver(BaseDriver):
 
     def op_create_consumer(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
         self._ensure_new("consumer")
-        self.consumer = KafkaConsumer(**self._client_kwargs(args, deadline))
+        self.consumer = KafkaConsumer(**self._client_kwargs(args, deadline, consumer=True))
         return {"client_id": self.consumer.config.get("client_id")}
 
     def op_create_admin(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:

@@ -7,10 +7,11 @@
  * send() (acks, timeout) -- and validates none of them: an unknown option is silently ignored. So
  * the driver maps every key it knows and refuses every other one (INVALID_ARGUMENT naming it),
  * never passing a setting through that KafkaJS would drop. Keys with no KafkaJS equivalent
- * (delivery.timeout.ms, max.block.ms, group.instance.id, ...) are refused the same way.
+ * (delivery.timeout.ms, max.block.ms, ...) are refused the same way; group.instance.id with why.
  */
 
 const { OpError } = require('./protocol')
+const { ASSIGNERS } = require('./assigners')
 
 const int = key => raw => {
   const n = Number(raw)
@@ -47,6 +48,42 @@ const isolation = raw => {
 
 // key -> [where, KafkaJS option, converter]. where: client (new Kafka), retry (client's retry),
 // producer / consumer (the factory), run (consumer.run), send (each send), subscribe.
+// Java's built-in assignor classes (partition.assignment.strategy's values) -> the JoinGroup
+// protocol name each sends. Java loads the class named and knows no short name.
+const JAVA_ASSIGNORS = {
+  'org.apache.kafka.clients.consumer.RangeAssignor': 'range',
+  'org.apache.kafka.clients.consumer.RoundRobinAssignor': 'roundrobin',
+  'org.apache.kafka.clients.consumer.StickyAssignor': 'sticky',
+  'org.apache.kafka.clients.consumer.CooperativeStickyAssignor': 'cooperative-sticky'
+}
+
+/** partition.assignment.strategy as Java reads it (comma-separated class names, blanks trimmed, an
+ * empty element refused, a repeated one dropped) -> protocol names that assigners.js implements. */
+const assignorNames = raw => {
+  const refuse = why => new OpError('INVALID_ARGUMENT', `partition.assignment.strategy=${JSON.stringify(raw)}: ${why}`,
+    { key: 'partition.assignment.strategy', value: raw })
+  const text = String(raw).trim()
+  const items = text ? text.split(',').map(s => s.trim()) : []
+  if (!items.length) throw refuse("no assignor (Java fails subscribe with 'Must configure at least one partition assigner')")
+  if (items.includes('')) throw refuse("values must not be empty (Java's ConfigException)")
+  const names = []
+  for (const item of items) {
+    const name = JAVA_ASSIGNORS[item]
+    if (!name) throw refuse(`${JSON.stringify(item)} is not one of Java's assignor classes ${Object.keys(JAVA_ASSIGNORS).sort().join(', ')}`)
+    if (!ASSIGNERS.includes(name)) {
+      throw refuse(`${item} (protocol "${name}"): KafkaJS rebalances eagerly only (no KIP-429) and has no sticky assigner; ` +
+        'the driver implements Java\'s range and roundrobin only')
+    }
+    if (!names.includes(name)) names.push(name)
+  }
+  return names
+}
+
+const noStaticMembership = raw => {
+  throw new OpError('INVALID_ARGUMENT', `group.instance.id=${JSON.stringify(raw)}: KafkaJS 2.2.4 has no static membership ` +
+    '(its consumer group sends no group instance id in JoinGroup)', { key: 'group.instance.id', value: raw })
+}
+
 const COMMON = {
   'bootstrap.servers': ['client', 'brokers', raw => String(raw).split(',').map(s => s.trim()).filter(Boolean)],
   'client.id': ['client', 'clientId', String],
@@ -80,7 +117,10 @@ const CONSUMER = {
   'max.partition.fetch.bytes': ['factory', 'maxBytesPerPartition', int('max.partition.fetch.bytes')],
   'auto.offset.reset': ['subscribe', 'fromBeginning', offsetReset],
   'enable.auto.commit': ['run', 'autoCommit', bool('enable.auto.commit')],
-  'auto.commit.interval.ms': ['run', 'autoCommitInterval', int('auto.commit.interval.ms')]
+  'auto.commit.interval.ms': ['run', 'autoCommitInterval', int('auto.commit.interval.ms')],
+  // unset: KafkaJS's own default, its RoundRobinAssigner (protocol "RoundRobinAssigner")
+  'partition.assignment.strategy': ['subscribe', 'assignors', assignorNames],
+  'group.instance.id': ['factory', 'groupInstanceId', noStaticMembership]
 }
 
 const ADMIN = { ...COMMON }
@@ -103,4 +143,4 @@ function mapConfig (config, table) {
   return out
 }
 
-module.exports = { mapConfig, PRODUCER, CONSUMER, ADMIN }
+module.exports = { mapConfig, PRODUCER, CONSUMER, ADMIN, JAVA_ASSIGNORS }

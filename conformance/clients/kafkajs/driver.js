@@ -48,7 +48,10 @@
  *   an eachBatch callback. The driver buffers the batches KafkaJS hands it and `poll` takes
  *   records from that buffer (resolving each record's offset in KafkaJS as it is taken, so the
  *   next fetch resumes after the last record polled; a batch's callback returns once all of it was
- *   polled). `subscribe` joins the consumer's group.id. KafkaJS has no manual assignment, so
+ *   polled). `subscribe` joins the consumer's group.id, with KafkaJS's own RoundRobinAssigner
+ *   (protocol "RoundRobinAssigner") unless partition.assignment.strategy names Java's range or
+ *   roundrobin, which assigners.js implements as Java computes them, under Java's protocol names,
+ *   so that KafkaJS can share a group with the other clients. KafkaJS has no manual assignment, so
  *   `assign` joins a group of the driver's own (kconform-assign-<pid>-<n>, the consumer alone in
  *   it) with a partition assigner that gives this member exactly the partitions asked for, and
  *   seeks each to its start: the offset given, else the committed offset of the consumer's
@@ -67,6 +70,7 @@
  */
 
 const { Kafka, logLevel, Partitioners, AssignerProtocol } = require('kafkajs')
+const { javaAssigner } = require('./assigners')
 const KAFKAJS_VERSION = require('kafkajs/package.json').version
 const { PROTOCOL_VERSION, OpError, Deadline, loadErrorTable, decodeBytes, encodeBytes, serve, sleep } = require('./protocol')
 const { mapConfig, PRODUCER, CONSUMER, ADMIN } = require('./config')
@@ -269,6 +273,7 @@ class KafkaJSDriver {
       factory: cfg.factory,
       run: cfg.run,
       fromBeginning: cfg.subscribe.fromBeginning === true,
+      assignors: cfg.subscribe.assignors || null, // Java protocol names (assigners.js); null: KafkaJS's default
       groupId: cfg.factory.groupId || null,
       mode: null, // 'subscribe' | 'assign'
       kc: null, // the KafkaJS consumer
@@ -443,7 +448,8 @@ class KafkaJSDriver {
   async op_subscribe (args) {
     const c = this.unstartedConsumer()
     c.mode = 'subscribe'
-    c.kc = this.kafkaConsumer(c, { ...c.factory })
+    const assigners = c.assignors ? { partitionAssigners: c.assignors.map(name => javaAssigner(name, cluster => { c.cluster = cluster })) } : {}
+    c.kc = this.kafkaConsumer(c, { ...c.factory, ...assigners })
     c.kc.on(c.kc.events.GROUP_JOIN, ({ payload }) => {
       c.assigned = Object.entries(payload.memberAssignment).flatMap(([topic, ps]) => ps.map(partition => ({ topic, partition })))
     })

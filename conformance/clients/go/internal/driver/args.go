@@ -423,3 +423,47 @@ func ClientID(cfg Config) any {
 	}
 	return nil
 }
+
+// JavaAssignors are Java's built-in assignor classes -- the values partition.assignment.strategy
+// takes -- and the JoinGroup protocol name each sends. Members of different clients share a
+// group when they offer one protocol name, so a driver maps a name onto its library's balancer
+// of that name or refuses it. Java loads the class named and knows no short name.
+var JavaAssignors = map[string]string{
+	"org.apache.kafka.clients.consumer.RangeAssignor":             "range",
+	"org.apache.kafka.clients.consumer.RoundRobinAssignor":        "roundrobin",
+	"org.apache.kafka.clients.consumer.StickyAssignor":            "sticky",
+	"org.apache.kafka.clients.consumer.CooperativeStickyAssignor": "cooperative-sticky",
+}
+
+// AssignorNames reads partition.assignment.strategy as Java does -- class names separated by
+// commas, blanks around them trimmed, an empty element refused, a repeated one dropped -- as
+// protocol names in preference order. A class outside JavaAssignors and an empty list (Java
+// refuses it at subscribe) are errors; Config.Apply names the key and the value.
+func AssignorNames(v string) ([]string, error) {
+	text := strings.TrimSpace(v)
+	if text == "" {
+		return nil, fmt.Errorf("no assignor (Java fails subscribe with 'Must configure at least one partition assigner')")
+	}
+	var names []string
+	seen := map[string]bool{}
+	for _, item := range strings.Split(text, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			return nil, fmt.Errorf("values must not be empty (Java's ConfigException)")
+		}
+		name, ok := JavaAssignors[item]
+		if !ok {
+			known := make([]string, 0, len(JavaAssignors))
+			for k := range JavaAssignors {
+				known = append(known, k)
+			}
+			sort.Strings(known)
+			return nil, fmt.Errorf("%q is not one of Java's assignor classes %v", item, known)
+		}
+		if !seen[name] {
+			seen[name] = true
+			names = append(names, name)
+		}
+	}
+	return names, nil
+}

@@ -279,13 +279,26 @@ func (d *Driver) consumerConfig(cfg driver.Config) ([]kgo.Opt, error) {
 	m["session.timeout.ms"] = durationOpt(&opts, func(t time.Duration) kgo.Opt { return kgo.SessionTimeout(t) })
 	m["heartbeat.interval.ms"] = durationOpt(&opts, func(t time.Duration) kgo.Opt { return kgo.HeartbeatInterval(t) })
 	m["max.poll.interval.ms"] = durationOpt(&opts, func(t time.Duration) kgo.Opt { return kgo.RebalanceTimeout(t) })
-	m["group.instance.id"] = func(v string) error { opts = append(opts, kgo.InstanceID(v)); return nil }
+	// Java's assignor classes -> franz-go's balancers of the same protocol name. Unset keeps
+	// franz-go's own default, [cooperative-sticky] (Java's is [range, cooperative-sticky]).
 	m["partition.assignment.strategy"] = func(v string) error {
-		balancers, err := balancersFor(v)
-		if err == nil {
-			opts = append(opts, kgo.Balancers(balancers...))
+		names, err := driver.AssignorNames(v)
+		if err != nil {
+			return err
 		}
-		return err
+		balancers := make([]kgo.GroupBalancer, 0, len(names))
+		for _, name := range names {
+			balancers = append(balancers, balancerNamed[name]())
+		}
+		opts = append(opts, kgo.Balancers(balancers...))
+		return nil
+	}
+	m["group.instance.id"] = func(v string) error {
+		if v == "" {
+			return errors.New("an instance id must be non-empty (Java's InvalidConfigurationException)")
+		}
+		opts = append(opts, kgo.InstanceID(v)) // static membership (KIP-345)
+		return nil
 	}
 	if err := cfg.Apply(m); err != nil {
 		return nil, err
@@ -299,28 +312,12 @@ func (d *Driver) consumerConfig(cfg driver.Config) ([]kgo.Opt, error) {
 	return opts, nil
 }
 
-// balancersFor maps Java's partition.assignment.strategy (a list of assignor class names, or the
-// short names range, roundrobin, sticky, cooperative-sticky) onto franz-go's balancers, in order.
-func balancersFor(v string) ([]kgo.GroupBalancer, error) {
-	var out []kgo.GroupBalancer
-	for _, name := range driver.Servers(v) { // a comma-separated list, as bootstrap.servers
-		switch strings.TrimPrefix(name, "org.apache.kafka.clients.consumer.") {
-		case "range", "RangeAssignor":
-			out = append(out, kgo.RangeBalancer())
-		case "roundrobin", "RoundRobinAssignor":
-			out = append(out, kgo.RoundRobinBalancer())
-		case "sticky", "StickyAssignor":
-			out = append(out, kgo.StickyBalancer())
-		case "cooperative-sticky", "CooperativeStickyAssignor":
-			out = append(out, kgo.CooperativeStickyBalancer())
-		default:
-			return nil, fmt.Errorf("unknown assignor %q", name)
-		}
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no assignor")
-	}
-	return out, nil
+// balancerNamed: franz-go's balancer for each of Java's protocol names (driver.JavaAssignors).
+var balancerNamed = map[string]func() kgo.GroupBalancer{
+	"range":              kgo.RangeBalancer,
+	"roundrobin":         kgo.RoundRobinBalancer,
+	"sticky":             kgo.StickyBalancer,
+	"cooperative-sticky": kgo.CooperativeStickyBalancer,
 }
 
 // groupOnly are the options franz-go accepts only for a group consumer (subscribe).

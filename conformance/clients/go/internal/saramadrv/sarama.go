@@ -245,11 +245,42 @@ func (d *Driver) consumerConfig(cfg driver.Config) (*sarama.Config, []string, er
 	m["session.timeout.ms"] = millis(func(t time.Duration) { conf.Consumer.Group.Session.Timeout = t })
 	m["heartbeat.interval.ms"] = millis(func(t time.Duration) { conf.Consumer.Group.Heartbeat.Interval = t })
 	m["max.poll.interval.ms"] = millis(func(t time.Duration) { conf.Consumer.Group.Rebalance.Timeout = t })
+	// Java's assignor classes -> Sarama's balance strategies of the same protocol name. Unset
+	// keeps Sarama's own default, [range].
+	m["partition.assignment.strategy"] = func(v string) error {
+		names, err := driver.AssignorNames(v)
+		if err != nil {
+			return err
+		}
+		strategies := make([]sarama.BalanceStrategy, 0, len(names))
+		for _, name := range names {
+			strategies = append(strategies, strategyNamed[name]())
+		}
+		conf.Consumer.Group.Rebalance.GroupStrategies = strategies
+		return nil
+	}
+	// Static membership (KIP-345); Config.Validate checks the id as Java does.
+	m["group.instance.id"] = func(v string) error {
+		if v == "" { // Sarama reads "" as unset
+			return errors.New("an instance id must be non-empty (Java's InvalidConfigurationException)")
+		}
+		conf.Consumer.Group.InstanceId = v
+		return nil
+	}
 	if err := cfg.Apply(m); err != nil {
 		return nil, nil, err
 	}
 	conf.Consumer.Offsets.AutoCommit.Enable = d.autoCommit
 	return conf, addrs, nil
+}
+
+// strategyNamed: Sarama's balance strategy for each of Java's protocol names
+// (driver.JavaAssignors); the cooperative one is stateful, so each consumer gets its own.
+var strategyNamed = map[string]func() sarama.BalanceStrategy{
+	"range":              sarama.NewBalanceStrategyRange,
+	"roundrobin":         sarama.NewBalanceStrategyRoundRobin,
+	"sticky":             sarama.NewBalanceStrategySticky,
+	"cooperative-sticky": sarama.NewBalanceStrategyCooperativeSticky,
 }
 
 func validate(conf *sarama.Config, addrs []string) error {

@@ -511,7 +511,12 @@ public final class Driver {
                 if (r.timestamp() >= 0) n.put("timestamp_ms", r.timestamp()); else n.putNull("timestamp_ms");
             }
         }
-        for (Map.Entry<TopicPartition, Long> e : rewind.entrySet()) c.seek(e.getKey(), e.getValue());
+        // A rebalance inside this loop may have revoked a partition (a cooperative one revokes only
+        // some): its unreturned records are its next owner's now, and seek() would throw.
+        Set<TopicPartition> owned = c.assignment();
+        for (Map.Entry<TopicPartition, Long> e : rewind.entrySet()) {
+            if (owned.contains(e.getKey())) c.seek(e.getKey(), e.getValue());
+        }
         ObjectNode data = empty();
         data.set("records", records);
         return data;
