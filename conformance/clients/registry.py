@@ -17,6 +17,25 @@ from conformance.buildcache import Build
 from conformance.clients import go_build, java_build, kafkajs_build
 
 
+#: The consumer-group features a client may have (ClientSpec.features), each verified for the
+#: client by tests/integration/clients/test_group_membership.py against the embedded broker:
+#:
+#: - ``range_assignor``: ``partition.assignment.strategy=org.apache.kafka.clients.consumer.RangeAssignor``
+#:   makes the member offer JoinGroup protocol "range", and as the group's leader the client
+#:   computes Java's range assignment -- so it can share an eager range group with any other
+#:   client that has the feature (the mixed-group tests run each such client as leader and as
+#:   follower).
+#: - ``cooperative_rebalance``: ``...CooperativeStickyAssignor`` makes it offer "cooperative-sticky"
+#:   and it rebalances incrementally (KIP-429): when a member joins, the others keep a subset of
+#:   their partitions, keep their positions on them (nothing is revoked and read again) and keep
+#:   polling their records during and after the rebalance. A client that offers the name but
+#:   revokes everything on each rebalance (Sarama 1.60.2) does not have the feature.
+#: - ``static_membership``: ``group.instance.id`` (KIP-345): a member killed and started again with
+#:   the same id within session.timeout.ms gets its assignment back under a new member id, with
+#:   no rebalance of the group.
+GROUP_FEATURES = frozenset({"range_assignor", "cooperative_rebalance", "static_membership"})
+
+
 @dataclass(frozen=True)
 class ClientSpec:
     name: str
@@ -24,6 +43,9 @@ class ClientSpec:
     _command: Callable[[], list[str]]
     _availability: Callable[[], tuple[bool, str]]
     _version: Callable[[], str | None]
+    #: What the client really supports among GROUP_FEATURES (measured, see there); read without
+    #: starting a driver, e.g. by a workload generator choosing which clients share a group.
+    features: frozenset[str] = frozenset()
 
     def command(self) -> list[str]:
         """argv of the driver (the Java entry builds the driver on first use)."""
@@ -75,40 +97,53 @@ def _built_availability(build: Build, what: Callable[[], str]) -> Callable[[], t
     return check
 
 
+#: The features each client has (GROUP_FEATURES), as measured.
+_ALL_GROUP = frozenset({"range_assignor", "cooperative_rebalance", "static_membership"})
+
 CLIENTS: dict[str, ClientSpec] = {
     "confluent": ClientSpec(
         "confluent", "confluent-kafka-python over librdkafka",
         lambda: [sys.executable, "-m", "conformance.clients.confluent"],
-        _python_module_available("confluent_kafka", "confluent-kafka"), _librdkafka_version),
+        _python_module_available("confluent_kafka", "confluent-kafka"), _librdkafka_version,
+        features=_ALL_GROUP),
     "kafka-python": ClientSpec(
         "kafka-python", "kafka-python (pure Python)",
         lambda: [sys.executable, "-m", "conformance.clients.kafka_python"],
-        _python_module_available("kafka", "kafka-python"), _dist_version("kafka-python")),
+        _python_module_available("kafka", "kafka-python"), _dist_version("kafka-python"),
+        features=_ALL_GROUP),
     "java": ClientSpec(
         "java", "Apache Kafka's Java client (org.apache.kafka:kafka-clients)",
         java_build.java_command,
         _built_availability(java_build.BUILD, lambda: f"kafka-clients {java_build.kafka_clients_version()}"),
-        java_build.kafka_clients_version),
+        java_build.kafka_clients_version,
+        features=_ALL_GROUP),
     "franz-go": ClientSpec(
         "franz-go", "franz-go (Go, github.com/twmb/franz-go)",
         lambda: go_build.command("franz-go"),
         _built_availability(go_build.BUILD, lambda: f"franz-go {go_build.module_version('franz-go')}"),
-        lambda: go_build.module_version("franz-go")),
+        lambda: go_build.module_version("franz-go"),
+        features=_ALL_GROUP),
     "sarama": ClientSpec(
         "sarama", "Sarama (Go, github.com/IBM/sarama)",
         lambda: go_build.command("sarama"),
         _built_availability(go_build.BUILD, lambda: f"sarama {go_build.module_version('sarama')}"),
-        lambda: go_build.module_version("sarama")),
+        lambda: go_build.module_version("sarama"),
+        features=frozenset({"range_assignor", "static_membership"})),
     "aiokafka": ClientSpec(
         "aiokafka", "aiokafka (asyncio, its own protocol code)",
         lambda: [sys.executable, "-m", "conformance.clients.aiokafka_driver"],
-        _python_module_available("aiokafka", "aiokafka"), _dist_version("aiokafka")),
+        _python_module_available("aiokafka", "aiokafka"), _dist_version("aiokafka"),
+        features=frozenset({"range_assignor", "static_membership"})),
     "kafkajs": ClientSpec(
         "kafkajs", "KafkaJS (pure JavaScript, Node)",
         kafkajs_build.command,
         _built_availability(kafkajs_build.BUILD, lambda: f"kafkajs {kafkajs_build.kafkajs_version()}"),
-        kafkajs_build.kafkajs_version),
+        kafkajs_build.kafkajs_version,
+        features=frozenset({"range_assignor"})),
 }
+
+
+assert all(spec.features <= GROUP_FEATURES for spec in CLIENTS.values())
 
 
 def availability() -> dict[str, tuple[bool, str]]:
