@@ -348,10 +348,6 @@ def java_range(members: list[dict[str, Any]], partitions: int = PARTITIONS,
     return out
 
 
-def owned_by_value(member: Member) -> set[int]:
-    return {p for _, p, _, _ in member.polled}
-
-
 def check_range(desc: dict[str, Any], topic: str, static_first: bool = True) -> None:
     """The coordinator chose "range" and the leader computed Java's range assignment."""
     assert desc["protocol"] == "range", desc
@@ -469,19 +465,24 @@ def test_two_members_share_partitions_by_range(client, embedded, group_of):
     """Two members of one client with range: the coordinator picks "range", the leader (the first
     member) computes Java's range assignment, and each member polls its partitions' records, once."""
     _usable(client)
-    g = group_of(embedded)
-    g.join(client, RANGE)
+    range_pair(group_of(embedded), client, client)
+
+
+def range_pair(g: Group, leader: str, follower: str) -> None:
+    """``leader`` joins and settles alone (the leader), then ``follower``: the coordinator picks
+    "range", the leader computed Java's range, and each member polls its partitions, once."""
+    g.join(leader, RANGE)
     g.settled(1)
-    g.join(client, RANGE)
+    g.join(follower, RANGE)
     desc = g.settled(2)
     check_range(desc, g.topic)
-    records = Records(embedded.bootstrap, g.topic)
+    records = Records(g.broker.bootstrap, g.topic)
     records.write(5)
     g.read_all(records)
     check_reads(g, desc, records)
 
 
-def cooperative_third_member(g: Group, first: list[str], third: str, broker: GroupBroker) -> dict[str, Any]:
+def cooperative_third_member(g: Group, first: list[str], third: str) -> dict[str, Any]:
     """Members of ``first`` (cooperative-sticky) settle and read a batch; then ``third`` joins
     while records keep coming. Checks that the first members went through it incrementally:
     each keeps a subset of its partitions (sticky), and on those it polled nothing twice (its
@@ -491,7 +492,7 @@ def cooperative_third_member(g: Group, first: list[str], third: str, broker: Gro
         g.join(client, COOPERATIVE)
         before = g.settled(i + 1)
     assert before["protocol"] == "cooperative-sticky", before
-    records = Records(broker.bootstrap, g.topic)
+    records = Records(g.broker.bootstrap, g.topic)
     records.write(5)
     g.read_all(records)
     check_reads(g, before, records)
@@ -539,7 +540,7 @@ def cooperative_third_member(g: Group, first: list[str], third: str, broker: Gro
 @pytest.mark.parametrize("client", _with("cooperative_rebalance"))
 def test_cooperative_rebalance_keeps_retained_partitions_polling(client, embedded, group_of):
     _usable(client)
-    cooperative_third_member(group_of(embedded), [client, client], client, embedded)
+    cooperative_third_member(group_of(embedded), [client, client], client)
 
 
 @pytest.mark.parametrize("client", [c for c in CLIENT_NAMES if c not in _with("cooperative_rebalance")])
@@ -552,7 +553,7 @@ def test_clients_without_cooperative_rebalance_do_not_list_it(client, embedded, 
     if "cooperative-sticky" not in OFFERABLE[client]:
         pytest.skip(f"{client} refuses cooperative-sticky (test_config_a_client_cannot_do_is_refused)")
     with pytest.raises(AssertionError, match="twice|not sticky") as eager:
-        cooperative_third_member(group_of(embedded), [client, client], client, embedded)
+        cooperative_third_member(group_of(embedded), [client, client], client)
     print(f"{client} under cooperative-sticky: {str(eager.value).splitlines()[0]}")
 
 
@@ -611,16 +612,7 @@ def test_mixed_group_shares_range(leader, follower, any_broker, group_of):
     computes Java's range, the follower takes it, and each polls only its partitions."""
     _usable(leader)
     _usable(follower)
-    g = group_of(any_broker)
-    g.join(leader, RANGE)
-    g.settled(1)
-    g.join(follower, RANGE)
-    desc = g.settled(2)
-    check_range(desc, g.topic)
-    records = Records(any_broker.bootstrap, g.topic)
-    records.write(5)
-    g.read_all(records)
-    check_reads(g, desc, records)
+    range_pair(group_of(any_broker), leader, follower)
 
 
 @pytest.mark.parametrize("leader,follower", _ring(_with("cooperative_rebalance")), ids=lambda c: c)
@@ -629,4 +621,4 @@ def test_mixed_group_shares_cooperative_sticky(leader, follower, any_broker, gro
     both first members keep polling the partitions they retain."""
     _usable(leader)
     _usable(follower)
-    cooperative_third_member(group_of(any_broker), [leader, follower], leader, any_broker)
+    cooperative_third_member(group_of(any_broker), [leader, follower], leader)
