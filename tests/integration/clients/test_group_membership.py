@@ -27,6 +27,7 @@ import struct
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -248,6 +249,8 @@ class Group:
         self.broker, self.spawn, self.topic = broker, spawn, topic
         self.id = f"kg-group-{uuid.uuid4().hex[:8]}"
         self.members: list[Member] = []
+        #: client.id -> the member id DescribeGroups last showed for it
+        self.seen: dict[str, str] = {}
 
     def join(self, client: str, strategy: str | None, *, instance_id: str | None = None,
              session_timeout_ms: int = 6000, label: str | None = None) -> Member:
@@ -283,6 +286,7 @@ class Group:
         last: dict[str, Any] = {}
         while time.monotonic() < end:
             last = self.broker.describe(self.id)
+            self.seen.update({m["client_id"]: m["member_id"] for m in last["members"]})
             owned = [p for m in last["members"] for p in m["partitions"].get(self.topic, ())]
             if (last["state"] == "Stable" and len(last["members"]) == count
                     and all(m["partitions"].get(self.topic) for m in last["members"])
@@ -305,9 +309,43 @@ class Group:
         raise AssertionError(f"records never polled in {deadline_s} s: {sorted(missing)[:20]} "
                              f"(of {len(records.all())}); poll errors {[(m.client_id, m.errors[-3:]) for m in self.members]}")
 
+    def evicted_unnoticed(self, client: str) -> list[str]:
+        """Members of ``client`` the group had and has no more, whose drivers still poll without
+        an error: evicted by the coordinator while their consumer did not notice."""
+        now = {m["member_id"] for m in self.broker.describe(self.id)["members"]}
+        return [m.client_id for m in self.live() if m.client == client and m.client_id in self.seen
+                and self.seen[m.client_id] not in now and not m.errors]
+
     def halt(self) -> None:
         for m in self.members:
             m.halt()
+
+
+#: kafka-python 3.0.12 loses a rejoin: a poll whose timeout ends while its JoinGroup/SyncGroup is
+#: in flight leaves the join task for the next poll, which awaits it only while need_rejoin() is
+#: true -- but a leader's own assignment has by then set the metadata snapshot need_rejoin()
+#: compares, so the completed join is never finalised (kafka/coordinator/base.py
+#: join_group_async): heartbeats stay disabled, the coordinator evicts the member after
+#: session.timeout.ms, and the consumer goes on fetching its old partitions without an error.
+#: Triggered when kafka-python leads a group it joined before it had the topic's metadata (the
+#: first assignment is empty, the metadata that then arrives forces a second join). Measured: 1
+#: run in 8 of a new kafka-python-led group on Apache Kafka 4.3.1, and on the embedded broker.
+KAFKA_PYTHON_LOST_REJOIN = ("kafka-python 3.0.12 never finalised a rejoin left in flight by a poll timeout: "
+                            "heartbeats stopped, the coordinator evicted it, it kept fetching (see KAFKA_PYTHON_LOST_REJOIN)")
+
+
+@contextmanager
+def known_client_bugs(g: Group) -> Iterator[None]:
+    """A failure that is KAFKA_PYTHON_LOST_REJOIN -- a kafka-python member the group had is gone
+    while its driver polls on without an error -- is an expected failure with that reason; any
+    other failure stays one."""
+    try:
+        yield
+    except AssertionError:
+        evicted = g.evicted_unnoticed("kafka-python")
+        if evicted:
+            pytest.xfail(f"{KAFKA_PYTHON_LOST_REJOIN}: {evicted}")
+        raise
 
 
 @pytest.fixture
@@ -471,6 +509,11 @@ def test_two_members_share_partitions_by_range(client, embedded, group_of):
 def range_pair(g: Group, leader: str, follower: str) -> None:
     """``leader`` joins and settles alone (the leader), then ``follower``: the coordinator picks
     "range", the leader computed Java's range, and each member polls its partitions, once."""
+    with known_client_bugs(g):
+        _range_pair(g, leader, follower)
+
+
+def _range_pair(g: Group, leader: str, follower: str) -> None:
     g.join(leader, RANGE)
     g.settled(1)
     g.join(follower, RANGE)
@@ -488,6 +531,11 @@ def cooperative_third_member(g: Group, first: list[str], third: str) -> dict[str
     each keeps a subset of its partitions (sticky), and on those it polled nothing twice (its
     position was kept: an eager revoke would restart them at offset 0, nothing being committed)
     and kept polling new records during and after the join. Returns figures for the report."""
+    with known_client_bugs(g):
+        return _cooperative_third_member(g, first, third)
+
+
+def _cooperative_third_member(g: Group, first: list[str], third: str) -> dict[str, Any]:
     for i, client in enumerate(first):
         g.join(client, COOPERATIVE)
         before = g.settled(i + 1)
@@ -565,39 +613,41 @@ def test_static_member_restarted_within_session_timeout_keeps_its_assignment(cli
     a record, and the restarted one resumes at its committed offsets."""
     _usable(client)
     g = group_of(embedded)
-    other = g.join(client, RANGE)  # joins first: the leader, so the restart is a follower's
-    g.settled(1)
-    instance = f"static-{uuid.uuid4().hex[:6]}"
-    static = g.join(client, RANGE, instance_id=instance, session_timeout_ms=30_000, label=f"{client}-static")
-    before = g.settled(2)
-    check_range(before, g.topic, static_first=client in RANGE_ORDERS_STATIC_FIRST)
-    mine = before["by_client"][static.client_id]
-    assert mine["instance_id"] == instance, before
-    records = Records(embedded.bootstrap, g.topic)
-    records.write(5)
-    g.read_all(records)
-    check_reads(g, before, records)
-    static.halt()
-    out = static.proc.call("commit", deadline_ms=20_000)
-    assert out.ok, out.to_dict()
-    static.proc.kill()  # a crash: no LeaveGroup
+    with known_client_bugs(g):
+        other = g.join(client, RANGE)  # joins first: the leader, so the restart is a follower's
+        g.settled(1)
+        instance = f"static-{uuid.uuid4().hex[:6]}"
+        static = g.join(client, RANGE, instance_id=instance, session_timeout_ms=30_000, label=f"{client}-static")
+        before = g.settled(2)
+        check_range(before, g.topic, static_first=client in RANGE_ORDERS_STATIC_FIRST)
+        mine = before["by_client"][static.client_id]
+        assert mine["instance_id"] == instance, before
+        records = Records(embedded.bootstrap, g.topic)
+        records.write(5)
+        g.read_all(records)
+        check_reads(g, before, records)
+        static.halt()
+        out = static.proc.call("commit", deadline_ms=20_000)
+        assert out.ok, out.to_dict()
+        static.proc.kill()  # a crash: no LeaveGroup
 
-    again = g.join(client, RANGE, instance_id=instance, session_timeout_ms=30_000, label=f"{client}-static-again")
-    def replaced(desc: dict[str, Any]) -> bool:
-        return any(m["instance_id"] == instance and m["member_id"] != mine["member_id"] for m in desc["members"])
-    after = g.settled(2, also=replaced)
-    # the coordinator keeps the replaced member's client.id (Kafka's replaceStaticMember): found by instance id
-    [back] = [m for m in after["members"] if m["instance_id"] == instance]
-    assert back["member_id"] != mine["member_id"] and back["client_id"] == mine["client_id"], after
-    assert back["partitions"] == mine["partitions"], f"assignment {mine['partitions']} -> {back['partitions']}"
-    assert after["by_client"][other.client_id]["member_id"] == before["by_client"][other.client_id]["member_id"]
-    first_batch = records.all()
-    records.write(3)
-    g.read_all(records)
-    assert not other.repeated(), f"the other member was revoked (rebalance): re-read {other.repeated()[:10]}"
-    resumed = set(again.values())
-    assert resumed and not resumed & first_batch, f"the restarted member re-read {sorted(resumed & first_batch)[:10]}"
-    assert {int(v.split(':')[0]) for v in resumed} <= mine["partitions"][g.topic]
+        again = g.join(client, RANGE, instance_id=instance, session_timeout_ms=30_000, label=f"{client}-static-again")
+
+        def replaced(desc: dict[str, Any]) -> bool:
+            return any(m["instance_id"] == instance and m["member_id"] != mine["member_id"] for m in desc["members"])
+        after = g.settled(2, also=replaced)
+        # the coordinator keeps the replaced member's client.id (Kafka's replaceStaticMember): found by instance id
+        [back] = [m for m in after["members"] if m["instance_id"] == instance]
+        assert back["member_id"] != mine["member_id"] and back["client_id"] == mine["client_id"], after
+        assert back["partitions"] == mine["partitions"], f"assignment {mine['partitions']} -> {back['partitions']}"
+        assert after["by_client"][other.client_id]["member_id"] == before["by_client"][other.client_id]["member_id"]
+        first_batch = records.all()
+        records.write(3)
+        g.read_all(records)
+        assert not other.repeated(), f"the other member was revoked (rebalance): re-read {other.repeated()[:10]}"
+        resumed = set(again.values())
+        assert resumed and not resumed & first_batch, f"the restarted member re-read {sorted(resumed & first_batch)[:10]}"
+        assert {int(v.split(':')[0]) for v in resumed} <= mine["partitions"][g.topic]
 
 
 # -- two clients in one group ------------------------------------------------------------------------
