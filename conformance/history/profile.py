@@ -8,8 +8,6 @@ are anomalies (`unexpected`):
 
 - NEVER: no broker answers a real client so (UNKNOWN_SERVER_ERROR is a broker's internal error,
   CORRUPT_MESSAGE a record batch it could not read, ...).
-- ONE_NODE: on a single node (every replica set is {that node}, min.insync.replicas <= 1) the
-  ISR can never be too small.
 - QUIET: answers that mean "a node is gone, a leader or coordinator moved, a producer's state
   was lost, a request timed out" -- unexpected outside a fault window. Not INVALID_TXN_STATE:
   it answers what a client asked in the wrong state (librdkafka aborting while its own
@@ -34,7 +32,6 @@ from .checker import MAX_EVIDENCE, Anomaly
 
 NEVER = frozenset({"UNKNOWN_SERVER_ERROR", "CORRUPT_MESSAGE", "INVALID_RECORD", "UNSUPPORTED_FOR_MESSAGE_FORMAT",
                    "INVALID_REQUIRED_ACKS", "RECORD_LIST_TOO_LARGE"})
-ONE_NODE = frozenset({"NOT_ENOUGH_REPLICAS", "NOT_ENOUGH_REPLICAS_AFTER_APPEND"})
 QUIET = frozenset({
     "NOT_ENOUGH_REPLICAS", "NOT_ENOUGH_REPLICAS_AFTER_APPEND", "OUT_OF_ORDER_SEQUENCE_NUMBER",
     "DUPLICATE_SEQUENCE_NUMBER", "UNKNOWN_PRODUCER_ID", "INVALID_PRODUCER_EPOCH", "PRODUCER_FENCED",
@@ -219,7 +216,7 @@ def windows(events: Iterable[dict], end: float) -> list[Window]:
 EXPECTED_BY_CONFIG = {"producer.id.expiration.ms": frozenset({"UNKNOWN_PRODUCER_ID", "OUT_OF_ORDER_SEQUENCE_NUMBER"})}
 
 
-def unexpected(errors: Iterable[WireError], wins: list[Window], nodes: int,
+def unexpected(errors: Iterable[WireError], wins: list[Window],
                broker_configs: dict[str, str] | None = None) -> list[Anomaly]:
     """The `unexpected_error` anomaly (module doc): one Anomaly with every such answer counted."""
     allowed = frozenset().union(*(codes for key, codes in EXPECTED_BY_CONFIG.items() if key in (broker_configs or {})))
@@ -233,8 +230,6 @@ def unexpected(errors: Iterable[WireError], wins: list[Window], nodes: int,
         why = None
         if e.error in NEVER:
             why = "never answered to a real client"
-        elif nodes == 1 and e.error in ONE_NODE:
-            why = "impossible on one node (min.insync.replicas <= 1 of 1 replica)"
         elif (e.error in QUIET and e.error not in allowed and e.explained is None
               and not any(w.covers(e.t) for w in wins)):
             if e.error in STARTUP and e.t < first_seen[e.api] + WARMUP_S:

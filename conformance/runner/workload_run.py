@@ -384,7 +384,7 @@ class WorkloadRun:
         wins = wire_profile.windows(events, self.elapsed())
         errors = [dataclasses.replace(e, client_id=self.ns.unmap(e.client_id))
                   for e in wire_profile.wire_errors(transcript or [], decode_line)]
-        extra = wire_profile.unexpected(errors, wins, self.case.topology.nodes, self.case.topology.broker_configs)
+        extra = wire_profile.unexpected(errors, wins, self.case.topology.broker_configs)
         for h in self.end.get("hanging") or []:
             extra.append(Anomaly("hanging_transaction", f"{h['partition']}: last stable offset "
                                                         f"{h.get('last_stable')} < high watermark "

@@ -36,21 +36,24 @@ def test_a_refused_first_batch_explains_the_out_of_order_ones_after_it():
     assert [(e.api, e.error, e.explained is not None) for e in errors] == [
         ("Produce", "CONCURRENT_TRANSACTIONS", False), ("Produce", "OUT_OF_ORDER_SEQUENCE_NUMBER", True)]
     assert profile(errors) == {"client": {"Produce": {"CONCURRENT_TRANSACTIONS": 1, "OUT_OF_ORDER_SEQUENCE_NUMBER": 1}}}
-    assert unexpected(errors, [], nodes=1) == []
+    assert unexpected(errors, []) == []
 
 
 def test_an_out_of_order_batch_alone_is_unexpected_outside_a_fault():
     errors = wire_errors(produce(1, 5, 20.0, "OUT_OF_ORDER_SEQUENCE_NUMBER"), decode_line)
-    [a] = unexpected(errors, [], nodes=3)
+    [a] = unexpected(errors, [])
     assert a.kind == "unexpected_error" and a.count == 1
-    assert unexpected(errors, [Window("node", 15.0, 25.0, "crash node 1")], nodes=3) == []
+    assert unexpected(errors, [Window("node", 15.0, 25.0, "crash node 1")]) == []
 
 
-def test_not_enough_replicas_is_impossible_on_one_node_even_in_a_fault_window():
-    errors = wire_errors(produce(1, 0, 3.0, "NOT_ENOUGH_REPLICAS"), decode_line)
-    [a] = unexpected(errors, [Window("node", 0.0, 60.0, "pause node 1")], nodes=1)
-    assert "one node" in a.message
-    assert unexpected(errors, [Window("node", 0.0, 60.0, "pause node 1")], nodes=3) == []
+def test_not_enough_replicas_on_a_healthy_node_but_not_during_a_fault():
+    """Kafka 4.3.1 answers a Produce NOT_ENOUGH_REPLICAS on one node when its transaction
+    verification cannot reach a coordinator that is still loading after a restart (measured in a
+    workload): a fault window covers it; outside one, nothing does."""
+    errors = wire_errors(produce(1, 0, 30.0, "NOT_ENOUGH_REPLICAS"), decode_line)
+    [a] = unexpected(errors, [])
+    assert "outside every fault window" in a.message
+    assert unexpected(errors, [Window("node", 20.0, 40.0, "restart node 1")]) == []
 
 
 def test_windows_from_the_nemesis_events():
