@@ -754,7 +754,12 @@ func (d *Driver) Subscribe(a driver.Args, dl driver.Deadline) (map[string]any, e
 	if err != nil {
 		return nil, err
 	}
-	opts := append(append([]kgo.Opt{}, d.consumerOpts...), kgo.ConsumerGroup(d.group), kgo.ConsumeTopics(topics...))
+	// BlockRebalanceOnPoll + AllowRebalance at the start of every poll: the group rebalances only
+	// while the driver polls, as Java's KafkaConsumer does inside poll(), never between a poll and
+	// the transaction that copies what it returned (franz-go otherwise revokes in the background,
+	// and a copier commits offsets of partitions it no longer owns within the new generation).
+	opts := append(append([]kgo.Opt{}, d.consumerOpts...), kgo.ConsumerGroup(d.group), kgo.ConsumeTopics(topics...),
+		kgo.BlockRebalanceOnPoll())
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, err
@@ -887,6 +892,9 @@ func (d *Driver) Poll(a driver.Args, dl driver.Deadline) (map[string]any, error)
 	}
 	records := []any{}
 	var errs []any
+	if d.grouped {
+		cl.AllowRebalance() // the rebalance the last poll held back (Subscribe says why) happens now
+	}
 	for len(records) < max && !window.Expired() {
 		step := window.Within(driver.PollStep)
 		ctx, cancel := ctxFor(step)
