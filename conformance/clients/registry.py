@@ -33,7 +33,12 @@ from conformance.clients import go_build, java_build, kafkajs_build
 #: - ``static_membership``: ``group.instance.id`` (KIP-345): a member killed and started again with
 #:   the same id within session.timeout.ms gets its assignment back under a new member id, with
 #:   no rebalance of the group.
-GROUP_FEATURES = frozenset({"range_assignor", "cooperative_rebalance", "static_membership"})
+#: - ``kip447``: consume-transform-produce in a group stays exactly-once across rebalances
+#:   (KIP-447): send_offsets_to_transaction carries the consumer's group metadata (TxnOffsetCommit
+#:   with the member's generation, which the group coordinator fences) and the consumer fetches
+#:   its committed offsets with RequireStable under read_committed. Checked on the wire per client
+#:   by cases/eos/group_metadata_fencing (Sarama sends the generation but not RequireStable).
+GROUP_FEATURES = frozenset({"range_assignor", "cooperative_rebalance", "static_membership", "kip447"})
 
 
 @dataclass(frozen=True)
@@ -98,7 +103,7 @@ def _built_availability(build: Build, what: Callable[[], str]) -> Callable[[], t
 
 
 #: The features each client has (GROUP_FEATURES), as measured.
-_ALL_GROUP = frozenset({"range_assignor", "cooperative_rebalance", "static_membership"})
+_ALL_GROUP = frozenset({"range_assignor", "cooperative_rebalance", "static_membership", "kip447"})
 
 CLIENTS: dict[str, ClientSpec] = {
     "confluent": ClientSpec(

@@ -128,7 +128,8 @@ class Worker:
         return w
 
     def join(self, timeout: float | None = None) -> None:
-        self.thread.join(timeout)
+        if self.thread.ident is not None:   # a worker the plan left out never started
+            self.thread.join(timeout)
 
     def is_alive(self) -> bool:
         return self.thread.is_alive()
