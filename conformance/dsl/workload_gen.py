@@ -26,6 +26,8 @@ Knobs (all optional):
     abort_ratio: 0.15
     long_transactions: 0.5  # share of transactional workers whose transactions stay open hold_ms
     hold_ms: [300, 2500]  # how long those transactions stay open after their records are written
+    copier_members: auto  # auto: a client that cannot copy exactly once across rebalances (ClientSpec
+                          # feature eos_rebalance) keeps one copier per group; all: every copier runs
     churn: true           # copiers join late and leave early
     pause_ms: [0, 200]    # the producers' think time between operations (default 0-150 ms, 0-200 for
                           # transactional ones): long pauses let producer state expire
@@ -43,11 +45,11 @@ from .model import ASSIGNORS, FaultDef, NodeRef, ScheduledFault, WorkerDef
 
 FAULT_KINDS = ("kill", "pause", "stop", "proxy", "client", "points")
 KNOBS = {"producers", "idempotent", "transactional", "copiers", "readers", "clients", "faults", "fault_gap_s",
-         "assignor", "static_members", "records", "abort_ratio", "long_transactions", "churn", "pause_ms", "hold_ms"}
+         "assignor", "static_members", "records", "abort_ratio", "long_transactions", "churn", "pause_ms", "hold_ms", "copier_members"}
 DEFAULTS: dict[str, Any] = {"producers": 1, "idempotent": 2, "transactional": 3, "copiers": 3, "readers": 2,
                             "faults": ["kill", "pause", "proxy", "client"], "fault_gap_s": [3, 8],
                             "assignor": "any", "static_members": "any", "records": [1, 8],
-                            "abort_ratio": 0.15, "long_transactions": 0.5, "churn": True, "pause_ms": None,
+                            "abort_ratio": 0.15, "long_transactions": 0.5, "churn": True, "pause_ms": None, "copier_members": "auto",
                             "hold_ms": [300, 2500]}
 #: The topics a generated workload uses, by role: what producers write and readers read, the
 #: copiers' input and output.
@@ -172,6 +174,7 @@ def _knobs(v, raw: dict[str, Any], topics: dict[str, int]) -> dict[str, Any]:
     if k["static_members"] != "any":
         v.boolean(k["static_members"], "workload.generate.static_members")
     v.boolean(k["churn"], "workload.generate.churn")
+    v.string(k["copier_members"], "workload.generate.copier_members", ["auto", "all"])
     return k
 
 
