@@ -430,6 +430,12 @@ def _copies(found: _Found, groups: dict[str, tuple[list[str], str]], committed_r
                 v = r.get("value")
                 if isinstance(v, str) and "@" in v:
                     outputs[v] += 1
+        sources = {f"{r['value']}@{tp.rpartition('-')[2]}:{r['offset']}" for tp, records in committed_reads.items()
+                   if tp.rpartition("-")[0] in inputs for r in records if isinstance(r.get("value"), str)}
+        for copy in sorted(set(outputs) - sources):
+            found.add("aborted_read", f"group {group}'s output {output} holds {copy}, a copy of a record that is not "
+                                      f"in the input's read_committed read (the copier read an aborted or "
+                                      f"undecided record)", {"group": group, "copy": copy})
         offsets = group_offsets.get(group) or {}
         for tp, records in committed_reads.items():
             topic, _, part = tp.rpartition("-")

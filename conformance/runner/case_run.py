@@ -83,6 +83,11 @@ class CaseRun:
         #: Why the target's process ended during a step (the watcher saw it), else None.
         self.target_gone: str | None = None
 
+    @property
+    def observer_client(self) -> str:
+        """The client whose fresh driver reads what the case left (observe.py): the run's."""
+        return self.client
+
     # ----------------------------------------------------------------- references
     def lookup(self, name: str, path: str | None) -> Any:
         """The value a reference names (conformance/refs); RefError when there is none yet."""

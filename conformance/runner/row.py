@@ -228,7 +228,7 @@ class RowRun:
             self.slot.dirty = True
         # Observe while the actors still live: closing a producer aborts its open transaction
         # (librdkafka does), which would change what the case left behind.
-        observed = observe(case, self.client, target, self.bootstrap, ns, self.art)
+        observed = observe(case, self.case_run.observer_client, target, self.bootstrap, ns, self.art)
         self.case_run.close()
         crashed = target.health()
         if crashed:

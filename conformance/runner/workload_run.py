@@ -85,8 +85,8 @@ class WorkloadRun:
                              self.partitions)
         self.realiser = FaultRealiser(target, ns, proxy)
         self.workers = {wk.name: Worker(self, wk) for wk in self.w.workers}
-        #: Copiers left out on this row's client (plan_copiers says why).
-        self.skipped: dict[str, str] = self.plan_copiers()
+        #: Workers left out on this row's clients (plan_copiers, plan_readers say why).
+        self.skipped: dict[str, str] = {**self.plan_copiers(), **self.plan_readers()}
         self.stopping = threading.Event()
         self.draining = threading.Event()
         self.drained = threading.Event()
@@ -110,13 +110,16 @@ class WorkloadRun:
         unless the workload asks for every member (`copier_members: all`, to show the flaw)."""
         skipped: dict[str, str] = {}
         first: dict[str, str] = {}
-        if self.w.generate.get("copier_members") == "all":
-            return skipped
+        every = self.w.generate.get("copier_members") == "all"
         for wk in self.w.workers:
             if wk.kind != "copier":
                 continue
             client = wk.client or self.client
-            if "eos_rebalance" in CLIENTS[client].features:
+            if "read_committed" not in CLIENTS[client].features:
+                skipped[wk.name] = (f"{client} filters aborted transactions wrongly (ClientSpec feature "
+                                    "read_committed): its copier would copy aborted input")
+                continue
+            if every or "eos_rebalance" in CLIENTS[client].features:
                 continue
             if wk.group not in first:
                 first[wk.group] = wk.name
@@ -125,6 +128,24 @@ class WorkloadRun:
                 skipped[wk.name] = (f"{client} does not copy exactly once across rebalances (ClientSpec feature "
                                     f"eos_rebalance): one copier per group ({first[wk.group]} copies for {wk.group})")
         return skipped
+
+    def plan_readers(self) -> dict[str, str]:
+        """read_committed readers on a client that filters aborted records wrongly (ClientSpec
+        feature `read_committed`: KafkaJS) are left out -- their reads would judge the client."""
+        return {wk.name: f"{wk.client or self.client} filters aborted transactions wrongly (ClientSpec feature "
+                         "read_committed): its read_committed reader is left out"
+                for wk in self.w.workers
+                if wk.kind == "reader" and wk.isolation == "read_committed"
+                and "read_committed" not in CLIENTS[wk.client or self.client].features}
+
+    @property
+    def observer_client(self) -> str:
+        """Who reads the final state (observe.py): the row's client, unless it reads
+        read_committed wrongly (feature `read_committed`); then Java, else confluent."""
+        for c in (self.client, "java", "confluent"):
+            if "read_committed" in CLIENTS[c].features and CLIENTS[c].availability()[0]:
+                return c
+        return self.client
 
     # ----------------------------------------------------------------- for workers and nemesis
     def elapsed(self) -> float:

@@ -196,3 +196,12 @@ def test_history_refuses_a_double_completion():
     h.complete(i, "ok")
     with pytest.raises(ValueError):
         h.complete(i, "ok")
+
+
+def test_a_copy_of_an_aborted_input_record_is_an_aborted_read():
+    h = History()
+    txn(h, "c1#1", "c1/1", [("x@0:1", "out", 0, 0)], "commit", consumed=[["in", 0, 1, "x"]])
+    final = reads({"in-0": [(0, "a")], "out-0": [(0, "x@0:1")]})   # x (offset 1) was aborted in the input
+    final["group_offsets"] = {"etl": {"in-0": 2}}
+    found = kinds(h, final)
+    assert found["aborted_read"] == 1
