@@ -305,7 +305,7 @@ class WorkloadRun:
     def _copier_groups(self) -> dict[str, tuple[list[str], str]]:
         out: dict[str, tuple[list[str], str]] = {}
         for wk in self.w.workers:
-            if wk.kind == "copier":
+            if wk.kind == "copier" and wk.name not in self.skipped:
                 out[wk.group] = (sorted(set(out.get(wk.group, ([], ""))[0]) | set(wk.topics)), wk.to)
         return out
 
