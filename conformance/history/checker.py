@@ -40,6 +40,9 @@ ANOMALIES: dict[str, str] = {
     "torn_transaction": "some records of one transaction are visible to read_committed and others are not",
     "vanished_read": "a record a reader got during the run is not in the final read of that isolation level",
     "wrong_offset": "a record is not at the offset its acknowledgement gave",
+    "misattributed_ack": "a client acknowledged a record with the offset where another record of the same producer "
+                         "sits, and the acknowledged record is nowhere in the log (the client mixed up its "
+                         "deliveries)",
     "offsets_without_output": "a copier group committed past an input record whose output is not in the "
                               "output topic",
     "output_without_offsets": "an output record exists for an input record the group's committed offset has "
@@ -257,12 +260,19 @@ def _ev(event: dict | None) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- anomalies
 def _lost_and_misplaced(found: _Found, writes: dict[str, list[Write]], txns: dict[str, Txn],
                         committed: dict, uncommitted: dict, have_uncommitted: bool) -> None:
+    log = uncommitted if have_uncommitted else committed
+    at = {place: value for value, places in log.items() for place in places}   # (tp, offset) -> value
     for value, attempts in writes.items():
         for w in attempts:
             txn = txns.get(w.txn) if w.txn else None
             where = f"{w.topic}-{w.partition}"
             if txn is None and w.acked:
-                if have_uncommitted and not uncommitted.get(value):
+                there = at.get((where, w.offset))
+                if not log.get(value) and there is not None and any(x.worker == w.worker for x in writes.get(there, ())):
+                    found.add("misattributed_ack", f"{value} acknowledged at {where}@{w.offset} by {w.worker}, where "
+                                                   f"its own {there} sits; {value} is not in the log",
+                              {"value": value, "partition": where, "offset": w.offset, "there": there})
+                elif have_uncommitted and not uncommitted.get(value):
                     found.add("lost_write", f"{value} acknowledged at {where}@{w.offset} by {w.worker} is not in "
                                             "the final read_uncommitted read",
                               {"value": value, "partition": where, "offset": w.offset})
@@ -277,12 +287,12 @@ def _lost_and_misplaced(found: _Found, writes: dict[str, list[Write]], txns: dic
                           txn.completion["time"] if txn.completion else None)
             # where the acknowledgement said it went: in the read_uncommitted read (every attempt
             # stays in the log), or without one in read_committed for what it must show
-            log = uncommitted if have_uncommitted else committed
             if w.acked and w.offset is not None and (have_uncommitted or txn is None or txn.fate == "committed"):
-                at = [o for tp, o in (log.get(value) or []) if tp == where]
-                if at and w.offset not in at:
+                found_at = [o for tp, o in (log.get(value) or []) if tp == where]
+                if found_at and w.offset not in found_at:
                     found.add("wrong_offset", f"{value} was acknowledged at {where}@{w.offset} but is at "
-                                              f"{where}@{at[0]}", {"value": value, "acked": w.offset, "found": at})
+                                              f"{where}@{found_at[0]}", {"value": value, "acked": w.offset,
+                                                                           "found": found_at})
 
 
 def _duplicates(found: _Found, writes: dict[str, list[Write]], reads: dict, workers: dict[str, Any]) -> None:

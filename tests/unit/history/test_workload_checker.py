@@ -205,3 +205,11 @@ def test_a_copy_of_an_aborted_input_record_is_an_aborted_read():
     final["group_offsets"] = {"etl": {"in-0": 2}}
     found = kinds(h, final)
     assert found["aborted_read"] == 1
+
+
+def test_an_acknowledgement_naming_another_record_of_the_producer_is_the_clients_mixup():
+    h = History()
+    send(h, "i1#1", "i1-1", 0, None)     # failed, yet it is the one in the log
+    send(h, "i1#1", "i1-2", 0, 0)        # "acknowledged" at offset 0
+    final = reads({"data-0": [(0, "i1-1")]}, {"data-0": [(0, "i1-1")]})
+    assert kinds(h, final) == {"misattributed_ack": 1}
