@@ -12,8 +12,8 @@ The phases:
    second (history `lso`); a watcher ends the workload as a `crash` when a node the nemesis did
    not take down has no process any more.
 2. end: the nemesis heals (every fault undone); producers finish the operation in hand; the
-   copiers go on until they are idle (`drained`: empty polls, committed offsets standing still)
-   or the settle time is up; then every partition's LSO must reach its high watermark (an open
+   copiers go on until their groups' committed offsets passed every input record the history
+   says is visible and stood still for a moment (`drained`), or the settle time is up; then every partition's LSO must reach its high watermark (an open
    transaction the coordinator never ends is a `hanging_transaction`).
 Then the row reads both isolation levels from offset 0 with a fresh client (observe.py).
 """
