@@ -164,8 +164,11 @@ def shrink(case: Case, target: str, client: str, kinds: set[str], workdir: Path,
 
 
 def save(shrunk: Shrunk, case: Case, target: str, client: str, path: Path) -> Path:
-    """The shrunk workload as a case file that replays it."""
+    """The shrunk workload as a case file that replays it (workers that ran the row's client are
+    pinned to it: the file replays the same thing whatever client a later run names)."""
     data = copy.deepcopy(shrunk.data)
+    for wk in data["workload"]["workers"]:
+        wk.setdefault("client", client)   # it failed with this client: replay it with that client
     data["title"] = f"{case.title} -- seed {case.workload.seed} shrunk ({', '.join(sorted(shrunk.kinds))} on {target})"
     data["tags"] = sorted(set(data.get("tags") or []) | {"workload", "shrunk"})
     kept = [t for t in shrunk.trials if t["still_fails"]]
