@@ -42,7 +42,8 @@ from conformance.clients import go_build, java_build, kafkajs_build
 #:   copiers drive it (poll, copy, send the offsets, commit), copies every record exactly once while
 #:   other members join and leave -- measured with `kconform workload` (docs/workload.md) on
 #:   Apache Kafka 4.3.1 and the embedded broker alike. Java has it (its group only rebalances inside
-#:   poll()), franz-go through its driver (rebalances held to poll). Not librdkafka 2.16: after a
+#:   poll(); its driver's poll drops what it gathered from partitions a rebalance inside it revoked,
+#:   cases/eos/rebalance_inside_poll), franz-go through its driver (rebalances held to poll). Not librdkafka 2.16: after a
 #:   background rebalance a poll still returns records of a partition it lost, and the offsets go
 #:   out with the new generation, so the coordinator cannot fence them; not kafka-python 3.0.12: a
 #:   partition assigned back to it resumes from the position it had before it was revoked, not from

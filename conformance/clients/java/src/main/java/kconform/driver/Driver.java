@@ -12,6 +12,8 @@ import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collection;
+import java.util.Collections;
 import java.util.Comparator;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -38,6 +40,7 @@ import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.ProducerState;
 import org.apache.kafka.clients.admin.TransactionDescription;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -92,6 +95,9 @@ public final class Driver {
     private long nextSeq = 0;
     private final Set<Long> outstanding = new HashSet<>();
     private final List<ObjectNode> delivered = new ArrayList<>();
+    // Partitions the group's rebalances took from the consumer (its listener, called inside
+    // KafkaConsumer.poll) since the poll op last looked.
+    private final Set<TopicPartition> revoked = Collections.synchronizedSet(new HashSet<>());
 
     /** A failure the driver decides (not thrown by kafka-clients). */
     static final class OpError extends RuntimeException {
@@ -465,7 +471,21 @@ public final class Driver {
     private JsonNode subscribe(JsonNode a) {
         List<String> topics = new ArrayList<>();
         for (JsonNode t : a.get("topics")) topics.add(t.asText());
-        consumer().subscribe(topics);
+        consumer().subscribe(topics, new ConsumerRebalanceListener() {
+            @Override
+            public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
+                revoked.addAll(partitions);
+            }
+
+            @Override
+            public void onPartitionsAssigned(Collection<TopicPartition> partitions) {
+            }
+
+            @Override
+            public void onPartitionsLost(Collection<TopicPartition> partitions) {
+                revoked.addAll(partitions);
+            }
+        });
         return empty();
     }
 
@@ -488,8 +508,21 @@ public final class Driver {
         // Records a poll returned beyond max_records: the consumer is sought back to the first of them
         // per partition, so they are read again by the next poll, as in the other drivers.
         Map<TopicPartition, Long> rewind = new HashMap<>();
+        revoked.clear();
         while (records.size() < max && !window.expired()) {
             ConsumerRecords<byte[], byte[]> batch = c.poll(Duration.ofMillis(Math.min(200, window.remainingMs())));
+            if (!revoked.isEmpty()) {
+                // The group rebalanced inside that poll and took these partitions away (an eager
+                // rebalance takes them all, then assigns some back from the committed offsets). What
+                // this op gathered from them before is the old generation's: its next owner, or this
+                // consumer from the committed offset, reads it again -- returning it too would hand
+                // the caller records twice, and a copier would copy them twice with offsets sent under
+                // the new generation. A KafkaConsumer.poll() never mixes generations; neither does
+                // this op. Their rewinds go too: the rebalance set their positions.
+                records = dropPartitions(records, revoked);
+                rewind.keySet().removeAll(revoked);
+                revoked.clear();
+            }
             for (ConsumerRecord<byte[], byte[]> r : batch) {
                 TopicPartition part = new TopicPartition(r.topic(), r.partition());
                 if (records.size() >= max || rewind.containsKey(part)) {
@@ -511,15 +544,22 @@ public final class Driver {
                 if (r.timestamp() >= 0) n.put("timestamp_ms", r.timestamp()); else n.putNull("timestamp_ms");
             }
         }
-        // A rebalance inside this loop may have revoked a partition (a cooperative one revokes only
-        // some): its unreturned records are its next owner's now, and seek() would throw.
-        Set<TopicPartition> owned = c.assignment();
+        Set<TopicPartition> owned = c.assignment();   // seek() throws for a partition not assigned
         for (Map.Entry<TopicPartition, Long> e : rewind.entrySet()) {
             if (owned.contains(e.getKey())) c.seek(e.getKey(), e.getValue());
         }
         ObjectNode data = empty();
         data.set("records", records);
         return data;
+    }
+
+    /** The records not of these partitions, in their order. */
+    private static ArrayNode dropPartitions(ArrayNode records, Set<TopicPartition> gone) {
+        ArrayNode kept = Outcomes.JSON.createArrayNode();
+        for (JsonNode n : records) {
+            if (!gone.contains(new TopicPartition(n.get("topic").asText(), n.get("partition").asInt()))) kept.add(n);
+        }
+        return kept;
     }
 
     private JsonNode commit(JsonNode a, Deadline d) {
