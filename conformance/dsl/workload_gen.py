@@ -38,6 +38,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from ..clients.driver import JAVA_ASSIGNORS
 from ..clients.registry import CLIENTS
 from ..proxy.rules import Rule
 from ..vocabulary import PROTOCOL_POINTS
@@ -111,7 +112,7 @@ def generate(v, seed: int, knobs: dict[str, Any], topics: dict[str, int], nodes:
                     stop = round(rng.uniform(start + time_limit * 0.2, time_limit * 0.9), 1)
             config = {"transaction.timeout.ms": "20000", "session.timeout.ms": "10000"}
             if assignor is not None:
-                config["partition.assignment.strategy"] = JAVA_ASSIGNORS[assignor]
+                config["partition.assignment.strategy"] = JAVA_ASSIGNOR_CLASSES[assignor]
             if static:
                 config["group.instance.id"] = f"member-c{i + 1}"
             workers.append(WorkerDef(
@@ -126,10 +127,9 @@ def generate(v, seed: int, knobs: dict[str, Any], topics: dict[str, int], nodes:
     return tuple(workers), tuple(schedule)
 
 
-#: Java's class names for the assignors, the spelling a worker's config carries (drivers map them
-#: to their library's own assignor with the same protocol name).
-JAVA_ASSIGNORS = {"range": "org.apache.kafka.clients.consumer.RangeAssignor",
-                  "cooperative-sticky": "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"}
+#: Java's class name for each assignor protocol name: the spelling a worker's config carries
+#: (every driver maps it to its library's assignor of the same protocol name).
+JAVA_ASSIGNOR_CLASSES = {name: cls for cls, name in JAVA_ASSIGNORS.items()}
 
 
 def _knobs(v, raw: dict[str, Any], topics: dict[str, int]) -> dict[str, Any]:
