@@ -45,11 +45,17 @@ class ClientProcess:
     # run ends them (they run in their own session, so a Ctrl-C or SIGTERM never reaches them).
     _started: "weakref.WeakSet[ClientProcess]" = weakref.WeakSet()
     _started_lock = threading.Lock()
+    # Set by ``kill_all``: a worker thread still inside ``start`` (its Popen done, not yet in
+    # ``_started``) or one that starts a driver afterwards kills that driver at once -- without it
+    # an interrupted run left a driver behind when a row's start raced the interrupt.
+    _closed = False
 
     @classmethod
     def kill_all(cls) -> int:
-        """SIGKILL every driver still running in this interpreter; returns how many were killed."""
+        """SIGKILL every driver still running in this interpreter, and every one started from now
+        on (the interpreter is ending); returns how many were killed."""
         with cls._started_lock:
+            cls._closed = True
             procs = list(cls._started)
         killed = 0
         for proc in procs:
@@ -97,6 +103,10 @@ class ClientProcess:
         )
         with ClientProcess._started_lock:
             ClientProcess._started.add(self)
+            closed = ClientProcess._closed
+        if closed:
+            self.kill()
+            raise DriverStartError(f"{self.label}: the run is being interrupted; driver not started")
         threading.Thread(target=self._read_stdout, args=(self._proc.stdout,), daemon=True,
                          name=f"{self.label}-stdout").start()
         threading.Thread(target=self._read_stderr, args=(self._proc.stderr,), daemon=True,
