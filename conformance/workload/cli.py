@@ -23,6 +23,7 @@ import yaml
 
 from ..clients.registry import CLIENTS
 from ..dsl import CaseError
+from ..results import ResultsFile, Row
 from ..runner.cli import interrupt, invalid_targets_or_clients
 from ..runner.report import print_summary, progress_callbacks
 from ..runner.runner import RunOptions, default_jobs, reference_target, run
@@ -58,6 +59,9 @@ def add_workload_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--save", type=Path, default=None, metavar="FILE", help="where the shrunk case goes "
                                                                            "(default DIR/shrunk/<case>.yaml)")
     p.add_argument("--shrink-trials", type=int, default=24, metavar="N")
+    p.add_argument("--compare-with", action="append", dest="compare_with", default=[], type=Path, metavar="DIR",
+                   help="also put the workload rows of an earlier run's results DIR in the comparison "
+                        "(repeatable): the reference measured once, the broker under test run again")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_workload)
     return p
@@ -80,6 +84,12 @@ def cmd_workload(args) -> int:
             print(f"--set {s!r}: expected KNOB=VALUE", file=sys.stderr)
             return 2
         knobs[key.strip()] = yaml.safe_load(value)
+    earlier: list[Row] = []
+    for d in args.compare_with:
+        if not ResultsFile(d).exists():
+            print(f"--compare-with {d}: no results.jsonl there", file=sys.stderr)
+            return 2
+        earlier += [r for r in ResultsFile(d).read() if r.workload is not None]
     seeds = args.seed_list or list(range(args.first_seed, args.first_seed + (args.seeds or 1)))
     try:
         cases = seeded(args.spec, seeds, time_limit_s=args.time_limit, op_limit=args.op_limit, clients=mix,
@@ -96,7 +106,8 @@ def cmd_workload(args) -> int:
     with progress_callbacks(total, min(jobs, total), plain=args.no_progress) as (on_row, on_start):
         rows = run(opts, on_row=on_row, on_start=on_start)
     print_summary(rows, args.results)
-    cmp = compare_rows(rows, reference)
+    compared = list(dict.fromkeys(targets + [r.target for r in earlier]))
+    cmp = compare_rows(rows + earlier, reference_target(compared))
     (args.results / "comparison.json").write_text(json.dumps(cmp, indent=1, default=str))
     text = render_comparison(cmp)
     (args.results / "comparison.md").write_text(text)

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from conformance.cli import main
 from conformance.clients.registry import CLIENTS
 from conformance.dsl import load_case
 from conformance.history import ANOMALIES
+from conformance.results import ResultsFile
 from conformance.runner import RowContext, TargetSlot, run_one
 from conformance.targets import TARGETS
 
@@ -72,6 +74,19 @@ def test_a_workload_row_has_its_history_checks_and_timeline(tmp_path: Path):
     assert page.startswith("<!doctype html>") and "<svg" in page
     assert row.outcome == {"anomalies": [], "wire_errors": row.outcome["wire_errors"],
                            "client_errors": row.outcome["client_errors"]}
+
+    # `kconform workload --compare-with DIR`: an earlier run's rows join this run's comparison
+    earlier = tmp_path / "earlier"
+    ResultsFile(earlier).write([row])
+    again = tmp_path / "again"
+    assert main(["workload", str(tmp_path / "cases" / "w" / "short_15.yaml"), "--time-limit", "4",
+                 "--client", "confluent", "--results", str(again), "--compare-with", str(earlier),
+                 "--no-progress"]) == 0
+    cmp = json.loads((again / "comparison.json").read_text())
+    (new_row,) = ResultsFile(again).read()
+    assert cmp["targets"]["embedded"]["rows"] == 2
+    assert cmp["targets"]["embedded"]["operations"] == w["operations"] + new_row.workload["operations"]
+    assert main(["workload", "--results", str(tmp_path / "x"), "--compare-with", str(tmp_path / "none")]) == 2
 
 
 def test_a_broker_that_dies_mid_workload_is_a_crash_with_its_log_not_a_hang(tmp_path: Path):
