@@ -57,13 +57,21 @@ PRODUCE_KEY = API["Produce"].key
 class Window:
     """A fault's window on the timeline (seconds of the history)."""
 
-    kind: str       # node | proxy | client
+    kind: str       # node | proxy | client | timeout
     start: float
     end: float
     what: str
+    #: The one client whose answers the window explains (None: every client's).
+    client_id: str | None = None
+    #: The codes the window explains (None: every QUIET one).
+    codes: tuple[str, ...] | None = None
 
     def covers(self, t: float) -> bool:
         return self.start - 0.5 <= t <= self.end
+
+    def explains(self, e: "WireError") -> bool:
+        return (self.covers(e.t) and (self.client_id is None or self.client_id == e.client_id)
+                and (self.codes is None or e.error in self.codes))
 
 
 @dataclass(frozen=True)
@@ -210,6 +218,42 @@ def windows(events: Iterable[dict], end: float) -> list[Window]:
     return sorted(out, key=lambda w: w.start)
 
 
+#: What a producer is answered once the TransactionCoordinator aborted its transaction for
+#: outliving transaction.timeout.ms: the abort bumps the producer's epoch, so every request at
+#: the old epoch is refused until the producer initialises again (measured on Apache Kafka
+#: 4.3.1: aiokafka's abort stuck behind a dropped Produce response, then INVALID_PRODUCER_EPOCH).
+TIMED_OUT = frozenset({"INVALID_PRODUCER_EPOCH", "PRODUCER_FENCED"})
+
+
+def timeout_windows(events: Iterable[dict], timeouts_s: dict[str, float], end: float) -> list[Window]:
+    """One `timeout` window per transaction (`txn` operation) of a worker that stayed open
+    longer than that worker's transaction.timeout.ms (``timeouts_s`` by worker name): from when
+    the coordinator may have aborted it until the worker's next successful `init`, for that
+    worker's client only and the TIMED_OUT codes only."""
+    events = list(events)
+    inits: dict[str, list[float]] = defaultdict(list)
+    invoked: dict[int, dict] = {}
+    for e in events:
+        if e["type"] == "invoke":
+            invoked[e["index"]] = e
+        elif e["type"] == "ok" and e.get("f") == "init":
+            inits[e["worker"]].append(e["time"])
+    out: list[Window] = []
+    for e in events:
+        if e["type"] == "invoke" or e.get("f") != "txn" or e["worker"] not in timeouts_s:
+            continue
+        inv = invoked.get(e["invoke"])
+        limit = timeouts_s[e["worker"]]
+        if inv is None or e["time"] - inv["time"] <= limit:
+            continue
+        start = inv["time"] + limit
+        until = next((t for t in inits[e["worker"]] if t > start), end)
+        out.append(Window("timeout", start, until + GRACE_S["client"],
+                          f"{e['worker']}'s transaction open {e['time'] - inv['time']:.1f} s > "
+                          f"transaction.timeout.ms {limit:.0f} s", client_id=e["worker"], codes=tuple(sorted(TIMED_OUT))))
+    return out
+
+
 #: Broker configs under which more answers are a healthy broker's: a producer whose state
 #: expired (producer.id.expiration.ms) is answered UNKNOWN_PRODUCER_ID, and its batches in
 #: flight OUT_OF_ORDER_SEQUENCE_NUMBER, at any time.
@@ -231,7 +275,7 @@ def unexpected(errors: Iterable[WireError], wins: list[Window],
         if e.error in NEVER:
             why = "never answered to a real client"
         elif (e.error in QUIET and e.error not in allowed and e.explained is None
-              and not any(w.covers(e.t) for w in wins)):
+              and not any(w.explains(e) for w in wins)):
             if e.error in STARTUP and e.t < first_seen[e.api] + WARMUP_S:
                 continue
             why = "outside every fault window"

@@ -23,7 +23,8 @@ WIDTH = 1400
 #: Bars drawn at most (a longer history is thinned evenly, the count is said).
 MAX_BARS = 30_000
 COLORS = {"ok": "#3a9d5d", "fail": "#d64541", "info": "#e9a23b", None: "#999"}
-WINDOW_COLORS = {"node": "rgba(214,69,65,0.13)", "proxy": "rgba(233,120,30,0.13)", "client": "rgba(140,80,200,0.12)"}
+WINDOW_COLORS = {"node": "rgba(214,69,65,0.13)", "proxy": "rgba(233,120,30,0.13)", "client": "rgba(140,80,200,0.12)",
+                 "timeout": "rgba(120,120,120,0.10)"}
 
 
 def write_timeline(path: Path, case: Any, events: list[dict], anomalies: Iterable[Any], windows: Iterable[Any],

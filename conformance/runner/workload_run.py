@@ -399,11 +399,17 @@ class WorkloadRun:
                 "faults": sum(1 for e in events if e["process"] == "nemesis" and e["type"] == "ok"),
                 "elapsed_s": round(self.elapsed(), 1), **self.end, "worker_errors": self.worker_errors}
 
+    def _transaction_timeouts_s(self) -> dict[str, float]:
+        """transaction.timeout.ms of each transactional worker (Java's default: 60 s), seconds."""
+        return {wk.name: float(wk.config.get("transaction.timeout.ms", 60000)) / 1000
+                for wk in self.w.workers if wk.kind in ("transactional", "copier")}
+
     def check(self, outcome: dict[str, Any], transcript: list[dict] | None) -> list[Check]:
         """The row's checks: one per anomaly kind (ANOMALIES), plus that the workload ran. Writes
         anomalies.json, wire.json, timeline.html and final.json beside the row's results."""
         events = self.history.events()
         wins = wire_profile.windows(events, self.elapsed())
+        wins += wire_profile.timeout_windows(events, self._transaction_timeouts_s(), self.elapsed())
         errors = [dataclasses.replace(e, client_id=self.ns.unmap(e.client_id))
                   for e in wire_profile.wire_errors(transcript or [], decode_line)]
         extra = wire_profile.unexpected(errors, wins, self.case.topology.broker_configs)

@@ -6,7 +6,7 @@ import base64
 
 from broker_impl.codec import API
 from conformance.history import History
-from conformance.history.profile import Window, profile, unexpected, windows, wire_errors
+from conformance.history.profile import Window, WireError, profile, timeout_windows, unexpected, windows, wire_errors
 from conformance.raw import build_request, build_struct
 from conformance.runner.transcript_check import decode_line
 
@@ -65,3 +65,27 @@ def test_windows_from_the_nemesis_events():
     got = windows(h.events(), end=10.0)
     assert sorted(w.kind for w in got) == ["node", "proxy"]
     assert all(w.end > w.start for w in got)
+
+
+def test_a_transaction_past_its_timeout_explains_that_producers_fencing_only():
+    """Measured on Apache Kafka 4.3.1 (workloads/mixed seed 104): aiokafka's flush waited on a
+    dropped Produce response, its abort then hung past transaction.timeout.ms, the coordinator
+    aborted the transaction with an epoch bump, and the producer's next Produce was answered
+    INVALID_PRODUCER_EPOCH 30 s after every fault had ended."""
+    h = History()
+    h.complete(h.invoke("t2#1", "init"), "ok")
+    h.complete(h.invoke("t2#1", "txn", {"txn": "t2/5"}), "fail", error={"name": "DEADLINE_EXCEEDED"})
+    h.complete(h.invoke("t2#2", "init"), "ok")
+    h.complete(h.invoke("t1#1", "txn", {"txn": "t1/1"}), "ok")
+    events = h.events()
+    for e, t in zip(events, [0.0, 0.5, 10.0, 40.0, 50.0, 51.0, 52.0, 53.0]):
+        e["time"] = t
+    [w] = timeout_windows(events, {"t1": 20.0, "t2": 20.0}, end=60.0)
+    assert (w.kind, w.start, w.end, w.client_id) == ("timeout", 30.0, 55.0, "t2")
+
+    def answer(client: str, error: str) -> WireError:
+        return WireError(46.8, "Produce", error, "client", client, 1, 7)
+    assert unexpected([answer("t2", "INVALID_PRODUCER_EPOCH")], [w]) == []
+    assert unexpected([answer("t1", "INVALID_PRODUCER_EPOCH")], [w])[0].count == 1, "another producer's answer"
+    assert unexpected([answer("t2", "NOT_ENOUGH_REPLICAS")], [w])[0].count == 1, "not a fencing code"
+    assert timeout_windows(events, {"t2": 60.0}, end=60.0) == [], "within its timeout"
