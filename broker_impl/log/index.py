@@ -42,16 +42,20 @@ def _open_append(path: str) -> int:
 
 class _IndexFile:
     """The file side shared by the three indexes: entries are appended with one ``os.write``
-    on a lazily opened O_APPEND descriptor, fsynced on flush, and cut back on truncation."""
+    on a lazily opened O_APPEND descriptor, fsynced on flush when written since the last one
+    (a transaction log flushed at every append gets an index entry every few KiB), and cut
+    back on truncation."""
 
     def __init__(self, path: str):
         self.path = path
         self._fd: int | None = None
+        self._dirty = False
 
     def _write(self, entry: bytes) -> None:
         if self._fd is None:
             self._fd = _open_append(self.path)
         os.write(self._fd, entry)
+        self._dirty = True
 
     def _read_entries(self, entry: struct.Struct):
         """The file's entries, unpacked; CorruptIndexError when the size is not a whole number of
@@ -74,13 +78,15 @@ class _IndexFile:
         os.truncate(self.path, size)
 
     def flush(self) -> None:
-        if self._fd is not None:
+        if self._dirty:
             os.fsync(self._fd)
+            self._dirty = False
 
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+        self._dirty = False
 
 
 #: AbstractIndex.warmEntries: the entries in the index's last 8 KiB (an offset entry is 8 bytes),
