@@ -222,10 +222,10 @@ class Partition:
     def append_records_to_leader(self, records, *, origin, required_acks: int, api_version: int = 9,
                                  transaction_version: int = 0, now: int | None = None):
         """Append as the leader (Partition.appendRecordsToLeader): NOT_LEADER_OR_FOLLOWER here
-        where this broker does not lead, NOT_ENOUGH_REPLICAS for acks=all below min ISR."""
+        where this broker does not lead, NOT_ENOUGH_REPLICAS for acks=all below min ISR; the
+        log's own refusals (log/errors) as they come."""
         if not self.is_leader:
-            raise KafkaError(Errors.NOT_LEADER_OR_FOLLOWER,
-                             f"Leader not local for partition {self.topic}-{self.index} on broker {self.local_id}")
+            raise KafkaError(Errors.NOT_LEADER_OR_FOLLOWER)
         if required_acks == -1 and len(self.isr) < self.effective_min_isr():
             raise KafkaError(Errors.NOT_ENOUGH_REPLICAS,
                              f"The size of the current ISR {sorted(self.isr)} is insufficient to satisfy the min.isr "

@@ -60,7 +60,7 @@ class ClassicRebalance:
         try:
             self.store.append(group.group_id, [(group_metadata_key(group.group_id), value)])
         except KafkaError as exc:
-            raise KafkaError(append_error_to_response(exc.code), exc.message) from None
+            raise KafkaError(append_error_to_response(exc.error), exc.message) from None
 
     def store_group_best_effort(self, group: ClassicGroup) -> None:
         try:

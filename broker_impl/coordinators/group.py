@@ -53,8 +53,8 @@ _EXPIRATION_KEY = ("offsets-expiration",)
 
 
 class GroupCoordinator:
-    def __init__(self, config: BrokerConfig, topics: TopicRegistry):
-        self.store = OffsetsTopic(config, topics)
+    def __init__(self, config: BrokerConfig, topics: TopicRegistry, replica_manager):
+        self.store = OffsetsTopic(config, topics, replica_manager)
         self.timer = CoordinatorTimer()
         self.group_manager = GroupMetadataManager(config, self.store, self.timer)
         self.offset_manager = OffsetMetadataManager(config, self.store, self.group_manager)
@@ -215,7 +215,7 @@ class GroupCoordinator:
         try:
             self.store.append(group_id, records)
         except KafkaError as exc:
-            return append_error_to_response(exc.code)
+            return append_error_to_response(exc.error)
         self.offset_manager.forget_group(group_id)
         self.group_manager.remove_group(group_id)
         return Errors.NONE

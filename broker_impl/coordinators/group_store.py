@@ -1,13 +1,15 @@
 """The group coordinator's durable state: the internal topic ``__consumer_offsets``.
 
-As in Kafka, every committed offset and every group-metadata change is one
-compacted record in the partition that owns the group
-(``partition_for(group, offsets.topic.num.partitions)``), appended as that
-partition's leader (cluster.partition.Partition, COORDINATOR origin, acks=all);
-the coordinator acknowledges a commit only once the append is replicated to the
-ISR (:meth:`OffsetsTopic.await_replicated`, ``offsets.commit.timeout.ms``) -- at
-once on a one-node broker. When it becomes leader of a partition the
-coordinator reads it back (:meth:`OffsetsTopic.replay`) to rebuild its cache.
+As in Kafka, every committed offset and every group-metadata change is one compacted record in
+the partition that owns the group (``partition_for(group, offsets.topic.num.partitions)``),
+appended as that partition's leader through the replica manager in two halves, as Kafka's
+CoordinatorPartitionWriter writes and its runtime then waits for the high watermark: the append
+at once (``append_records_to_leader``, COORDINATOR origin, refused below min ISR), and the
+acknowledgement only once the ISR has it (:meth:`OffsetsTopic.await_replicated`: the replica
+manager's ``wait_for_acks`` within ``offsets.commit.timeout.ms``) -- at once on a one-node broker.
+When it becomes leader of a partition the coordinator reads it back (:meth:`OffsetsTopic.replay`)
+to rebuild its cache. A failed write reads as the group coordinator answers it
+(``append_error_to_response`` and its kin below).
 
 The topic is created on the first FindCoordinator for a group, as in Kafka
 (server/topic_creation); a one-node broker also creates it on first use.
@@ -20,7 +22,6 @@ import time
 from typing import TYPE_CHECKING, Iterator
 
 from ..log import records as rec
-from ..log.errors import LogError
 from ..log.producer_state import AppendOrigin
 from ..protocol.errors import Errors, KafkaError
 from .partitioner import partition_for
@@ -49,6 +50,20 @@ def append_error_to_response(code: int) -> Errors:
     return e
 
 
+def operation_error_to_response(code: int) -> Errors:
+    """The group coordinator's mapping of a failed operation (CoordinatorOperationExceptionHelper.
+    handleOperationException), for TxnOffsetCommit's verification of the offsets partition:
+    NETWORK_EXCEPTION -- no answer from the transaction's coordinator -- reads
+    COORDINATOR_LOAD_IN_PROGRESS (retried without a coordinator lookup), a failed storage
+    NOT_COORDINATOR, the rest as a failed append."""
+    e = Errors(code)
+    if e is Errors.NETWORK_EXCEPTION:
+        return Errors.COORDINATOR_LOAD_IN_PROGRESS
+    if e is Errors.KAFKA_STORAGE_ERROR:
+        return Errors.NOT_COORDINATOR
+    return append_error_to_response(e)
+
+
 def offset_append_error_to_response(code: int) -> Errors:
     """The same mapping for offset commits (``OffsetMetadataManager.normalizeException``):
     a too large batch reads INVALID_COMMIT_OFFSET_SIZE."""
@@ -59,8 +74,10 @@ def offset_append_error_to_response(code: int) -> Errors:
 
 
 class OffsetsTopic:
-    def __init__(self, config: BrokerConfig, topics: TopicRegistry):
+    def __init__(self, config: BrokerConfig, topics: TopicRegistry, replica_manager):
         self.topics = topics
+        #: server/replica_manager.ReplicaManager: every append, and the wait for the ISR
+        self.replica_manager = replica_manager
         self.num_partitions = config.int("offsets.topic.num.partitions")
         self.commit_timeout_ms = config.int("offsets.commit.timeout.ms")
 
@@ -92,7 +109,7 @@ class OffsetsTopic:
                producer_id: int = rec.NO_PRODUCER_ID, producer_epoch: int = rec.NO_PRODUCER_EPOCH,
                transactional: bool = False) -> int:
         """Append ``(key, value)`` records in one batch to the group's partition; returns the
-        batch's base offset. Raises :class:`KafkaError` with the log's error code."""
+        batch's base offset. Raises :class:`KafkaError` with the append's error."""
         if not records:
             return -1
         t = self.ensure()
@@ -101,11 +118,11 @@ class OffsetsTopic:
         batch = rec.build_batch([(k, v, (), now) for k, v in records], base_timestamp=now,
                                 producer_id=producer_id, producer_epoch=producer_epoch,
                                 is_transactional=transactional)
-        try:
-            info = part.append_records_to_leader(batch, origin=AppendOrigin.COORDINATOR, required_acks=-1, now=now)
-        except LogError as exc:
-            raise KafkaError(Errors(exc.error_code), exc.message) from None
-        return info.first_offset
+        result = self.replica_manager.append_records_to_leader({part: batch}, origin=AppendOrigin.COORDINATOR,
+                                                               required_acks=-1, now=now)[part]
+        if result.error != Errors.NONE:
+            raise KafkaError(result.error, result.error_message)
+        return result.base_offset
 
     async def await_replicated(self, group_id: str) -> Errors:
         """Everything appended to the group's partition so far is replicated to the ISR (the
@@ -117,7 +134,7 @@ class OffsetsTopic:
         part = t.partitions[partition_for(group_id, len(t.partitions))]
         if part.log is None:
             return Errors.NOT_COORDINATOR
-        err = await part.wait_for_replication(part.log.log_end_offset, self.commit_timeout_ms)
+        err = (await self.replica_manager.wait_for_acks({part: part.log.log_end_offset}, self.commit_timeout_ms))[part]
         return Errors.NONE if err == Errors.NONE else append_error_to_response(err)
 
     def replay(self, partitions=None) -> Iterator[tuple[int, object, list]]:

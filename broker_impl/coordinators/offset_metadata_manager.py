@@ -200,7 +200,7 @@ class OffsetMetadataManager:
             self.store.append(group_id, records, producer_id=pid, producer_epoch=epoch,
                               transactional=producer is not None)
         except KafkaError as exc:
-            raise KafkaError(offset_append_error_to_response(exc.code), exc.message) from None
+            raise KafkaError(offset_append_error_to_response(exc.error), exc.message) from None
 
     def _validate_offset_commit(self, group: ClassicGroup, member_id: str, instance_id: str | None,
                                 generation_id: int, *, transactional: bool) -> None:
@@ -272,7 +272,7 @@ class OffsetMetadataManager:
             try:
                 self._delete(group_id, gone)
             except KafkaError as exc:
-                return append_error_to_response(exc.code), {}
+                return append_error_to_response(exc.error), {}
         return Errors.NONE, result
 
     def tombstones(self, group_id: str, partitions=None) -> list[tuple[bytes, None]]:
@@ -372,8 +372,8 @@ class OffsetMetadataManager:
 
     def complete_txn_offsets(self, producer_id: int, commit: bool) -> None:
         """The transaction's marker reached ``__consumer_offsets``: on COMMIT its offsets become
-        the committed ones, on ABORT they are dropped. (The caller writes the marker itself,
-        with ``PartitionLog.append_control_marker``, on the groups' partitions.)"""
+        the committed ones, on ABORT they are dropped. (WriteTxnMarkers wrote the marker on the
+        groups' partitions, handlers/transactions.py, and calls this once the ISR has it.)"""
         staged = self.pending_txn_offsets.pop(producer_id, None)
         if not staged or not commit:
             return

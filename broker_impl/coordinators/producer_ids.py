@@ -12,8 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..cluster.durable_file import replace_durably
-from ..protocol.errors import Errors
-from .transaction_metadata import CoordinatorError
+from ..protocol.errors import Errors, KafkaError
 
 BLOCK_SIZE = 1000
 
@@ -92,7 +91,7 @@ class RPCProducerIdManager:
             self._end = self._next + self._block_size
         self._maybe_prefetch()
         if self._next >= self._end:
-            raise CoordinatorError(Errors.COORDINATOR_LOAD_IN_PROGRESS)
+            raise KafkaError(Errors.COORDINATOR_LOAD_IN_PROGRESS)
         pid = self._next
         self._next += 1
         return pid

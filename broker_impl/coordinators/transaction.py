@@ -17,14 +17,14 @@ as on Kafka 4. Coordinator-initiated aborts (timeouts, fencing) use the finalize
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import trio
 
 from ..cluster.topics import by_topic
 from ..faults import AFTER_PREPARE_DURABLE, BEFORE_END_TXN_RESPONSE, BEFORE_PREPARE_APPEND, FAULTS
 from ..features import SUPPORTED_FEATURES
-from ..log import records as rec
-from ..protocol.errors import Errors
+from ..protocol.errors import Errors, KafkaError
 from .transaction_markers import GROUP_METADATA_TOPIC, TransactionMarkerChannelManager
 from .transaction_metadata import (
     NO_PRODUCER_EPOCH,
@@ -32,9 +32,9 @@ from .transaction_metadata import (
     SHORT_MAX,
     TV_0,
     TV_2,
-    CoordinatorError,
     TransactionMetadata,
     TransactionState,
+    TxnTransitMetadata,
     is_epoch_exhausted,
     supports_epoch_bump,
 )
@@ -47,21 +47,26 @@ S = TransactionState
 #: it and finalizes the broker config ``transaction.version`` (default 2, as Kafka 4).
 SUPPORTED_FEATURES["transaction.version"] = (0, 2)
 
-# AddPartitionsToTxnManager.TransactionSupportedOperation
-DEFAULT_ERROR = 0          # Produce <= v10: TRANSACTION_ABORTABLE becomes INVALID_TXN_STATE
-GENERIC_ERROR_SUPPORTED = 1  # Produce v11 / TxnOffsetCommit v4+
-ADD_PARTITION = 2          # Produce v12+ (TV2): the coordinator adds the partition
+@dataclass(frozen=True)
+class TxnResult:
+    """What InitProducerId and EndTxn answer (Kafka's InitProducerIdResult, EndTxn's callback):
+    the error, and the producer id and epoch the producer goes on with (-1 without)."""
 
-#: Verification errors a producer of any version retries (ReplicaManager maps them so;
-#: CONCURRENT_TRANSACTIONS too, below TV2).
-_RETRY_AS_NOT_ENOUGH_REPLICAS = frozenset({
-    Errors.NETWORK_EXCEPTION, Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.NOT_COORDINATOR})
+    error: Errors
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
 
 
-def _fail(error: int) -> tuple[int, int, int]:
-    """An InitProducerId/EndTxn answer without a producer id and epoch."""
-    return error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+@dataclass(frozen=True)
+class EndTxnDecision:
+    """What an EndTxn leads to: the Prepare* transition to append (and whether it ends an epoch
+    fence), or none -- the transaction already ended as asked, and the retry is answered NONE."""
+
+    transit: TxnTransitMetadata | None
+    is_epoch_fence: bool = False
+
+
+ALREADY_ENDED = EndTxnDecision(None)
 
 
 class TransactionCoordinator:
@@ -73,7 +78,6 @@ class TransactionCoordinator:
         self.abort_interval_ms = cfg.int("transaction.abort.timed.out.transaction.cleanup.interval.ms")
         self.expire_interval_ms = cfg.int("transaction.remove.expired.transaction.cleanup.interval.ms")
         self.producer_expiration_interval_ms = cfg.int("producer.id.expiration.check.interval.ms")
-        self.verification_enabled = cfg.bool("transaction.partition.verification.enable")
         self.respond_after_complete = cfg.values.get("kconform.txn.end_txn.respond_after", "prepare") == "complete"
         self.is_active = False
 
@@ -135,11 +139,11 @@ class TransactionCoordinator:
 
     # ================================================================== InitProducerId
     async def init_producer_id(self, transactional_id: str, timeout_ms: int,
-                               expected: tuple[int, int] | None) -> tuple[int, int, int]:
+                               expected: tuple[int, int] | None) -> TxnResult:
         if transactional_id == "":
-            return _fail(Errors.INVALID_REQUEST)
+            return TxnResult(Errors.INVALID_REQUEST)
         if not self.txn_manager.validate_transaction_timeout_ms(timeout_ms):
-            return _fail(Errors.INVALID_TRANSACTION_TIMEOUT)
+            return TxnResult(Errors.INVALID_TRANSACTION_TIMEOUT)
         tm = self.txn_manager
         try:
             md = tm.get(transactional_id)
@@ -149,19 +153,19 @@ class TransactionCoordinator:
                     txn_last_update_timestamp=now_ms()))
             coordinator_epoch = tm.coordinator_epoch_of(transactional_id)
             transit = self._prepare_init_producer_id_transit(md, timeout_ms, expected)
-        except CoordinatorError as exc:
-            return _fail(exc.code)
+        except KafkaError as exc:
+            return TxnResult(exc.error)
         if transit.txn_state is S.PREPARE_EPOCH_FENCE:
-            err, _, _ = await self._end_transaction(transactional_id, transit.producer_id, transit.producer_epoch,
-                                                    commit=False, is_from_client=False,
-                                                    client_tv=tm.transaction_version_level())
-            return _fail(err if err != Errors.NONE else Errors.CONCURRENT_TRANSACTIONS)
+            fenced = await self._end_transaction(transactional_id, transit.producer_id, transit.producer_epoch,
+                                                 commit=False, is_from_client=False,
+                                                 client_tv=tm.transaction_version_level())
+            return TxnResult(fenced.error if fenced.error != Errors.NONE else Errors.CONCURRENT_TRANSACTIONS)
         err = await tm.append_transaction_to_log(transactional_id, coordinator_epoch, transit)
         if err != Errors.NONE:
-            return _fail(err)
+            return TxnResult(err)
         log.info("initialized %s: producer id %d epoch %d", transactional_id, transit.producer_id,
                  transit.producer_epoch)
-        return Errors.NONE, transit.producer_id, transit.producer_epoch
+        return TxnResult(Errors.NONE, transit.producer_id, transit.producer_epoch)
 
     def _prepare_init_producer_id_transit(self, md: TransactionMetadata, timeout_ms: int, expected):
         def valid_pid(e) -> bool:
@@ -169,11 +173,11 @@ class TransactionCoordinator:
                     or (e[0] == md.prev_producer_id and is_epoch_exhausted(e[1])))
 
         if md.pending_transition_in_progress:
-            raise CoordinatorError(Errors.CONCURRENT_TRANSACTIONS)
+            raise KafkaError(Errors.CONCURRENT_TRANSACTIONS)
         if expected is not None and not valid_pid(expected):
-            raise CoordinatorError(Errors.PRODUCER_FENCED)
+            raise KafkaError(Errors.PRODUCER_FENCED)
         if md.state in (S.PREPARE_ABORT, S.PREPARE_COMMIT):
-            raise CoordinatorError(Errors.CONCURRENT_TRANSACTIONS)
+            raise KafkaError(Errors.CONCURRENT_TRANSACTIONS)
         if md.state in (S.COMPLETE_ABORT, S.COMPLETE_COMMIT, S.EMPTY):
             now = now_ms()
             if md.is_producer_epoch_exhausted and (expected is None or expected[1] == md.producer_epoch):
@@ -192,8 +196,8 @@ class TransactionCoordinator:
         tm = self.txn_manager
         try:
             md = tm.get(transactional_id)
-        except CoordinatorError as exc:
-            return exc.code
+        except KafkaError as exc:
+            return exc.error
         if md is None:
             return Errors.INVALID_PRODUCER_ID_MAPPING
         # Kafka 4.3: the pending transition first, so that it completes before the id and epoch
@@ -220,8 +224,8 @@ class TransactionCoordinator:
             return {tp: Errors.INVALID_REQUEST for tp in partitions}
         try:
             md = self.txn_manager.get(transactional_id)
-        except CoordinatorError as exc:
-            return {tp: exc.code for tp in partitions}
+        except KafkaError as exc:
+            return {tp: exc.error for tp in partitions}
         if md is None or md.producer_id != producer_id:
             err = Errors.INVALID_PRODUCER_ID_MAPPING
         elif md.producer_epoch != producer_epoch:
@@ -235,72 +239,71 @@ class TransactionCoordinator:
 
     # ================================================================== EndTxn
     async def handle_end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                                     commit: bool, client_tv: int) -> tuple[int, int, int]:
+                                     commit: bool, client_tv: int) -> TxnResult:
         return await self._end_transaction(transactional_id, producer_id, producer_epoch, commit,
                                            is_from_client=True, client_tv=client_tv)
 
     async def _end_transaction(self, transactional_id, producer_id, producer_epoch, commit,
-                               is_from_client, client_tv) -> tuple[int, int, int]:
+                               is_from_client, client_tv) -> TxnResult:
+        """EndTxn, and the coordinator's own aborts (a timeout, an InitProducerId's fence). A TV2
+        answer names the producer id and epoch to go on with; a TV1 answer neither."""
         if not transactional_id:
-            return _fail(Errors.INVALID_REQUEST)
+            return TxnResult(Errors.INVALID_REQUEST)
         tm = self.txn_manager
         try:
             md = tm.get(transactional_id)
-        except CoordinatorError as exc:
-            return _fail(exc.code)
+        except KafkaError as exc:
+            return TxnResult(exc.error)
         if md is None:
-            return _fail(Errors.INVALID_PRODUCER_ID_MAPPING)
+            return TxnResult(Errors.INVALID_PRODUCER_ID_MAPPING)
         coordinator_epoch = tm.coordinator_epoch_of(transactional_id)
-        current = (md.producer_id, md.producer_epoch)
+        tv2 = supports_epoch_bump(client_tv)
         try:
-            if supports_epoch_bump(client_tv):
+            if tv2:
                 decision = self._decide_end_txn_v2(md, producer_id, producer_epoch, commit, is_from_client)
             else:
                 decision = self._decide_end_txn_v1(md, producer_id, producer_epoch, commit, is_from_client)
-        except CoordinatorError as exc:
-            if exc.code == Errors.NONE:
-                return (Errors.NONE, *current) if supports_epoch_bump(client_tv) else _fail(Errors.NONE)
-            return _fail(exc.code)
-        is_epoch_fence, transit = decision
+        except KafkaError as exc:
+            return TxnResult(exc.error)
+        if decision.transit is None:
+            return TxnResult(Errors.NONE, md.producer_id, md.producer_epoch) if tv2 else TxnResult(Errors.NONE)
         if FAULTS.armed and is_from_client:
             await FAULTS.reach(BEFORE_PREPARE_APPEND, transactional_id)
-        err = await tm.append_transaction_to_log(transactional_id, coordinator_epoch, transit)
+        err = await tm.append_transaction_to_log(transactional_id, coordinator_epoch, decision.transit)
         if err != Errors.NONE:
-            if is_epoch_fence and tm.coordinator_epoch_of(transactional_id) == coordinator_epoch \
+            if decision.is_epoch_fence and tm.coordinator_epoch_of(transactional_id) == coordinator_epoch \
                     and tm.get(transactional_id) is md:
                 md.has_failed_epoch_fence = True
-            return _fail(err)
+            return TxnResult(err)
         if FAULTS.armed:
             await FAULTS.reach(AFTER_PREPARE_DURABLE, transactional_id)
         # sendTxnMarkersCallback: re-check, then prepare Complete* and hand over to the markers.
         if tm.coordinator_epoch_of(transactional_id) != coordinator_epoch or tm.get(transactional_id) is not md:
-            return _fail(Errors.NOT_COORDINATOR)
-        if md.producer_id != producer_id and not supports_epoch_bump(client_tv):
-            return _fail(Errors.INVALID_PRODUCER_ID_MAPPING)
+            return TxnResult(Errors.NOT_COORDINATOR)
+        if md.producer_id != producer_id and not tv2:
+            return TxnResult(Errors.INVALID_PRODUCER_ID_MAPPING)
         if md.pending_transition_in_progress:
-            return _fail(Errors.CONCURRENT_TRANSACTIONS)
+            return TxnResult(Errors.CONCURRENT_TRANSACTIONS)
         if md.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT) or (md.state is S.PREPARE_COMMIT) != commit:
-            return _fail(Errors.INVALID_TXN_STATE)
+            return TxnResult(Errors.INVALID_TXN_STATE)
         complete = md.prepare_complete(now_ms())
-        result = (Errors.NONE, md.producer_id, md.producer_epoch)
+        result = TxnResult(Errors.NONE, md.producer_id, md.producer_epoch) if tv2 else TxnResult(Errors.NONE)
         done = self.markers.add_txn_markers_to_send(coordinator_epoch, commit, md, complete)
         if self.respond_after_complete and is_from_client:
             await done.wait()
         if FAULTS.armed and is_from_client:
             await FAULTS.reach(BEFORE_END_TXN_RESPONSE, transactional_id)
-        if supports_epoch_bump(client_tv):
-            return result
-        return _fail(Errors.NONE)
+        return result
 
-    def _decide_end_txn_v1(self, md, producer_id, producer_epoch, commit, is_from_client):
-        """endTransactionWithTV1: strict epoch equality for clients; raises CoordinatorError
-        (NONE for an idempotent retry) or returns (is_epoch_fence, transit)."""
+    def _decide_end_txn_v1(self, md, producer_id, producer_epoch, commit, is_from_client) -> EndTxnDecision:
+        """endTransactionWithTV1: strict epoch equality for clients; ALREADY_ENDED for the retry of
+        an ended transaction, KafkaError raised for a refusal."""
         if md.producer_id != producer_id:
-            raise CoordinatorError(Errors.INVALID_PRODUCER_ID_MAPPING)
+            raise KafkaError(Errors.INVALID_PRODUCER_ID_MAPPING)
         if (is_from_client and producer_epoch != md.producer_epoch) or producer_epoch < md.producer_epoch:
-            raise CoordinatorError(Errors.PRODUCER_FENCED)
+            raise KafkaError(Errors.PRODUCER_FENCED)
         if md.pending_transition_in_progress and md.pending_state is not S.PREPARE_EPOCH_FENCE:
-            raise CoordinatorError(Errors.CONCURRENT_TRANSACTIONS)
+            raise KafkaError(Errors.CONCURRENT_TRANSACTIONS)
         st = md.state
         if st is S.ONGOING:
             fence = False
@@ -309,19 +312,19 @@ class TransactionCoordinator:
                 md.pending_state = None
                 md.producer_epoch = producer_epoch
                 md.last_producer_epoch = NO_PRODUCER_EPOCH
-            return fence, md.prepare_abort_or_commit(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, TV_0,
-                                                     NO_PRODUCER_ID, now_ms(), False)
+            return EndTxnDecision(md.prepare_abort_or_commit(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, TV_0,
+                                                             NO_PRODUCER_ID, now_ms(), False), fence)
         if st is S.COMPLETE_COMMIT and commit or st is S.COMPLETE_ABORT and not commit:
-            raise CoordinatorError(Errors.NONE)
+            return ALREADY_ENDED
         if st is S.PREPARE_COMMIT and commit or st is S.PREPARE_ABORT and not commit:
-            raise CoordinatorError(Errors.CONCURRENT_TRANSACTIONS)
+            raise KafkaError(Errors.CONCURRENT_TRANSACTIONS)
         if st in (S.DEAD, S.PREPARE_EPOCH_FENCE):
             raise RuntimeError(f"{md.transactional_id} found in state {st}")
-        raise CoordinatorError(Errors.INVALID_TXN_STATE)
+        raise KafkaError(Errors.INVALID_TXN_STATE)
 
-    def _decide_end_txn_v2(self, md, producer_id, producer_epoch, commit, is_from_client):
+    def _decide_end_txn_v2(self, md, producer_id, producer_epoch, commit, is_from_client) -> EndTxnDecision:
         """endTransaction for TV2 (every EndTxn bumps the epoch; retries are recognised by the
-        epoch before the bump)."""
+        epoch before the bump): ALREADY_ENDED for such a retry, KafkaError raised for a refusal."""
         fence = md.pending_state is S.PREPARE_EPOCH_FENCE
         retry_on_overflow = (not fence and md.prev_producer_id == producer_id
                              and producer_epoch == SHORT_MAX - 1 and md.producer_epoch == 0)
@@ -343,11 +346,11 @@ class TransactionCoordinator:
         # (PRODUCER_FENCED to a live producer); CONCURRENT_TRANSACTIONS lets it retry once the
         # transaction is complete.
         if md.pending_transition_in_progress and md.pending_state is not S.PREPARE_EPOCH_FENCE:
-            raise CoordinatorError(Errors.CONCURRENT_TRANSACTIONS)
+            raise KafkaError(Errors.CONCURRENT_TRANSACTIONS)
         if md.producer_id != producer_id and not retry_on_overflow:
-            raise CoordinatorError(Errors.INVALID_PRODUCER_ID_MAPPING)
+            raise KafkaError(Errors.INVALID_PRODUCER_ID_MAPPING)
         if not valid:
-            raise CoordinatorError(Errors.PRODUCER_FENCED)
+            raise KafkaError(Errors.PRODUCER_FENCED)
 
         def complete_to(state, no_partition_added):
             # Kafka 4.3 (generateTxnTransitMetadataForTxnCompletion): a TV2 completion bumps the
@@ -361,32 +364,33 @@ class TransactionCoordinator:
                 next_pid = self.broker.producer_ids.generate()
             if state is S.PREPARE_ABORT and fence:
                 md.pending_state = None
-            return fence, md.prepare_abort_or_commit(state, TV_2, next_pid, now_ms(), no_partition_added)
+            return EndTxnDecision(md.prepare_abort_or_commit(state, TV_2, next_pid, now_ms(), no_partition_added),
+                                  fence)
 
         if st is S.ONGOING:
             return complete_to(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, False)
         if st is S.COMPLETE_COMMIT:
             if commit:
                 if is_retry:
-                    raise CoordinatorError(Errors.NONE)
-                raise CoordinatorError(Errors.INVALID_TXN_STATE)
+                    return ALREADY_ENDED
+                raise KafkaError(Errors.INVALID_TXN_STATE)
             if is_retry:
-                raise CoordinatorError(Errors.INVALID_TXN_STATE)
+                raise KafkaError(Errors.INVALID_TXN_STATE)
             return complete_to(S.PREPARE_ABORT, True)
         if st is S.COMPLETE_ABORT:
             if not commit:
                 if is_retry:
-                    raise CoordinatorError(Errors.NONE)
+                    return ALREADY_ENDED
                 return complete_to(S.PREPARE_ABORT, True)
-            raise CoordinatorError(Errors.INVALID_TXN_STATE)
+            raise KafkaError(Errors.INVALID_TXN_STATE)
         if st is S.PREPARE_COMMIT:
-            raise CoordinatorError(Errors.CONCURRENT_TRANSACTIONS if commit else Errors.INVALID_TXN_STATE)
+            raise KafkaError(Errors.CONCURRENT_TRANSACTIONS if commit else Errors.INVALID_TXN_STATE)
         if st is S.PREPARE_ABORT:
-            raise CoordinatorError(Errors.CONCURRENT_TRANSACTIONS if not commit else Errors.INVALID_TXN_STATE)
+            raise KafkaError(Errors.CONCURRENT_TRANSACTIONS if not commit else Errors.INVALID_TXN_STATE)
         if st is S.EMPTY:
             if not commit:
                 return complete_to(S.PREPARE_ABORT, True)
-            raise CoordinatorError(Errors.INVALID_TXN_STATE)
+            raise KafkaError(Errors.INVALID_TXN_STATE)
         raise RuntimeError(f"{md.transactional_id} found in state {st}")
 
     # ================================================================== timers
@@ -398,9 +402,9 @@ class TransactionCoordinator:
             if md is None or md.producer_id != pid or md.pending_transition_in_progress:
                 continue
             transit = md.prepare_fence_producer_epoch()
-            err, _, _ = await self._end_transaction(tid, transit.producer_id, transit.producer_epoch, commit=False,
-                                                    is_from_client=False, client_tv=tm.transaction_version_level())
-            log.info("timed-out transaction %s aborted: %s", tid, Errors(err).name)
+            aborted = await self._end_transaction(tid, transit.producer_id, transit.producer_epoch, commit=False,
+                                                  is_from_client=False, client_tv=tm.transaction_version_level())
+            log.info("timed-out transaction %s aborted: %s", tid, aborted.error.name)
 
     # ================================================================== describe / list
     def describe(self, transactional_id: str, T):
@@ -415,8 +419,8 @@ class TransactionCoordinator:
             return out
         try:
             md = self.txn_manager.get(transactional_id)
-        except CoordinatorError as exc:
-            out.error_code = exc.code
+        except KafkaError as exc:
+            out.error_code = exc.error
             return out
         if md is None or md.state is S.DEAD:
             out.error_code = Errors.TRANSACTIONAL_ID_NOT_FOUND
@@ -458,99 +462,7 @@ class TransactionCoordinator:
             out.append((md.transactional_id, md.producer_id, md.state.state_name))
         return Errors.NONE, unknown, out
 
-    # ================================================================== produce-side verification
-    async def verify_produce(self, ctx, req, topic, pd) -> int | None:
-        """KIP-890: before the first transactional batch of a producer lands on a partition,
-        ask the coordinator whether the partition is in the transaction (part 1), or add it
-        (part 2, Produce v12+). Returns the Produce error code, or None to go on."""
-        # The cheap request-level checks first: most produce requests are not transactional,
-        # and their batch header is then left for the log to read.
-        tid = getattr(req, "transactional_id", None)
-        if tid is None:
-            return None
-        op = ADD_PARTITION if ctx.version >= 12 else GENERIC_ERROR_SUPPORTED if ctx.version >= 11 else DEFAULT_ERROR
-        if op != ADD_PARTITION and not self.verification_enabled:
-            return None
-        records = pd.records
-        if records is None or len(records) < rec.RECORD_BATCH_OVERHEAD:
-            return None
-        try:
-            h = rec.BatchHeader.unpack(records, 0)
-        except Exception:  # noqa: BLE001 - malformed batches are refused by the log
-            return None
-        if not h.is_transactional or h.producer_id < 0:
-            return None
-        plog = topic.partitions[pd.index].log
-        entry = plog.producer_state.last_entry(h.producer_id)
-        if entry is not None and entry.current_txn_first_offset is not None \
-                and entry.producer_epoch == h.producer_epoch:
-            return None   # hasOngoingTransaction: already verified
-        tp = (topic.name, pd.index)
-        manager = self.broker.add_partitions_manager
-        err = await manager.verify(tid, h.producer_id, h.producer_epoch, tp, add=op == ADD_PARTITION)
-        if op == ADD_PARTITION:
-            # ReplicaManager.handleProduceAppend (maybeRetryOnConcurrentTransactions): a TV2 add
-            # that meets the previous transaction's markers (CONCURRENT_TRANSACTIONS) is retried
-            # every add.partitions.to.txn.retry.backoff.ms until
-            # min(add.partitions.to.txn.retry.backoff.max.ms, request.timeout.ms) have passed since
-            # the first try -- "the produce backoff adds too much delay": a client sending its
-            # next transaction right after EndTxn would otherwise see its first batch refused and
-            # the batches in flight behind it refused as out of order.
-            cfg = self.broker.config
-            backoff_s = cfg.int("add.partitions.to.txn.retry.backoff.ms") / 1000.0
-            limit_s = min(cfg.int("add.partitions.to.txn.retry.backoff.max.ms"),
-                          cfg.int("request.timeout.ms")) / 1000.0
-            start = trio.current_time()
-            while err == Errors.CONCURRENT_TRANSACTIONS and trio.current_time() - start < limit_s:
-                await trio.sleep(backoff_s)
-                err = await manager.verify(tid, h.producer_id, h.producer_epoch, tp, add=True)
-        return self.verification_error_for_produce(err, op)
-
-    @staticmethod
-    def _manager_error(err: int, op: int) -> int:
-        """What AddPartitionsToTxnManager hands its caller for a partition the coordinator refused:
-        PRODUCER_FENCED as INVALID_PRODUCER_EPOCH (what producers handle there), and for the
-        oldest clients (DEFAULT_ERROR) TRANSACTION_ABORTABLE as INVALID_TXN_STATE."""
-        if err == Errors.PRODUCER_FENCED:
-            return Errors.INVALID_PRODUCER_EPOCH
-        if err == Errors.TRANSACTION_ABORTABLE and op == DEFAULT_ERROR:
-            return Errors.INVALID_TXN_STATE
-        return err
-
-    @classmethod
-    def verification_error_for_produce(cls, err: int, op: int) -> int | None:
-        """The Produce error for a failed verification (ReplicaManager.handleProduceAppend,
-        postVerificationCallback): the retriable coordinator errors older clients may not retry
-        read NOT_ENOUGH_REPLICAS (no metadata refresh) -- CONCURRENT_TRANSACTIONS too, except
-        for a TV2 producer (Produce v12+), which is answered CONCURRENT_TRANSACTIONS itself."""
-        if err == Errors.NONE:
-            return None
-        err = cls._manager_error(err, op)
-        if err == Errors.CONCURRENT_TRANSACTIONS:
-            return err if op == ADD_PARTITION else Errors.NOT_ENOUGH_REPLICAS
-        if err in _RETRY_AS_NOT_ENOUGH_REPLICAS:
-            return Errors.NOT_ENOUGH_REPLICAS
-        return err
-
-    @classmethod
-    def verification_error_for_txn_offset_commit(cls, err: int, op: int) -> int | None:
-        """The TxnOffsetCommit error for a failed verification of the offsets partition: the
-        group coordinator's mapping, not the Produce path's (CoordinatorRuntime.
-        scheduleTransactionalWriteOperation fails with the manager's error, which
-        CoordinatorOperationExceptionHelper.handleOperationException maps): NETWORK_EXCEPTION
-        reads COORDINATOR_LOAD_IN_PROGRESS (retried without a coordinator lookup),
-        CONCURRENT_TRANSACTIONS and the coordinator errors stay what they are."""
-        if err == Errors.NONE:
-            return None
-        err = cls._manager_error(err, op)
-        if err == Errors.NETWORK_EXCEPTION:
-            return Errors.COORDINATOR_LOAD_IN_PROGRESS
-        if err in (Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.NOT_ENOUGH_REPLICAS, Errors.REQUEST_TIMED_OUT):
-            return Errors.COORDINATOR_NOT_AVAILABLE
-        if err in (Errors.NOT_LEADER_OR_FOLLOWER, Errors.KAFKA_STORAGE_ERROR):
-            return Errors.NOT_COORDINATOR
-        return err
-
+    # ================================================================== the offsets partition
     def offsets_partition(self, group_id: str) -> tuple[str, int]:
         """The ``__consumer_offsets`` partition the group coordinator writes ``group_id``'s
         offsets to (Kafka's ``groupCoordinator.partitionFor``): the markers must land where

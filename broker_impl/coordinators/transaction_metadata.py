@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from ..protocol.errors import Errors
+from ..protocol.errors import Errors, KafkaError
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -91,14 +91,6 @@ _PREVIOUS = {
 }
 
 TopicPartition = tuple  # (topic, partition)
-
-
-class CoordinatorError(Exception):
-    """A Kafka error code decided by the coordinator (Kafka throws Errors.X.exception())."""
-
-    def __init__(self, code: int):
-        super().__init__(code)
-        self.code = code
 
 
 def is_epoch_exhausted(epoch: int) -> bool:
@@ -203,7 +195,7 @@ class TransactionMetadata:
             # a retry of a successful KIP-360 bump: answer the current epoch again
             epoch, last = self.producer_epoch, self.last_producer_epoch
         else:
-            raise CoordinatorError(Errors.PRODUCER_FENCED)
+            raise KafkaError(Errors.PRODUCER_FENCED)
         return self._transit(S.EMPTY, producer_epoch=epoch, last_producer_epoch=last,
                              txn_timeout_ms=new_timeout_ms, topic_partitions=set(),
                              txn_start_timestamp=-1, txn_last_update_timestamp=now)

@@ -1,10 +1,11 @@
 """Kafka's TransactionStateManager: the transaction metadata cache and ``__transaction_state``.
 
 - Every transition is appended to the partition of ``__transaction_state`` that the
-  transactional id hashes to (Kafka's record format, see transaction_log), as that partition's
-  leader with acks=all, **fsynced**, and replicated to the ISR before the cache changes and
-  before anyone is answered (``request.timeout.ms``: the transaction log is the coordinator's only
-  memory across a crash or a failover). Append errors are mapped as appendTransactionToLog does.
+  transactional id hashes to (Kafka's record format, see transaction_log), through the replica
+  manager's ``append_records`` as that partition's leader with acks=all, **fsynced**, and
+  replicated to the ISR before the cache changes and before anyone is answered
+  (``request.timeout.ms``: the transaction log is the coordinator's only memory across a crash or
+  a failover). Append errors are mapped as appendTransactionToLog does.
 - The coordinator owns the partitions it leads, each at a *coordinator epoch* that markers
   carry and data partitions check (TRANSACTION_COORDINATOR_FENCED for an older one). In a
   cluster that epoch is the partition's leader epoch, and a broker elected leader of a
@@ -27,12 +28,11 @@ import trio
 from ..cluster.durable_file import replace_durably
 from ..features import finalized_features
 from ..log import records as rec
-from ..log.errors import LogError
 from ..log.producer_state import AppendOrigin
 from ..protocol.errors import Errors, KafkaError
 from . import transaction_log as tlog
 from .partitioner import partition_for
-from .transaction_metadata import CoordinatorError, TransactionMetadata, TransactionState, TxnTransitMetadata
+from .transaction_metadata import TransactionMetadata, TransactionState, TxnTransitMetadata
 
 log = logging.getLogger("kconform.txn")
 S = TransactionState
@@ -100,9 +100,9 @@ class TransactionStateManager:
     def _owned_partition(self, transactional_id: str) -> int:
         p = self.partition_for(transactional_id)
         if p in self.loading:
-            raise CoordinatorError(Errors.COORDINATOR_LOAD_IN_PROGRESS)
+            raise KafkaError(Errors.COORDINATOR_LOAD_IN_PROGRESS)
         if p not in self.owned:
-            raise CoordinatorError(Errors.NOT_COORDINATOR)
+            raise KafkaError(Errors.NOT_COORDINATOR)
         return p
 
     def get(self, transactional_id: str) -> TransactionMetadata | None:
@@ -124,16 +124,12 @@ class TransactionStateManager:
         the coordinator answers with (already mapped)."""
         try:
             part = self._partition(partition)
-            info = part.append_records_to_leader(batch, origin=AppendOrigin.COORDINATOR, required_acks=-1, now=now)
-            part.log.flush(now)   # durable before anyone is told
-        except LogError as exc:
-            return _APPEND_ERRORS.get(Errors(exc.error_code), Errors(exc.error_code))
         except KafkaError as exc:
             return _APPEND_ERRORS.get(exc.error, exc.error)
-        except OSError as exc:
-            log.error("txn log append to partition %d failed: %s", partition, exc)
-            return Errors.NOT_COORDINATOR
-        err = await part.wait_for_replication(info.last_offset + 1, self.append_timeout_ms)
+        results = await self.broker.replica_manager.append_records(
+            {part: batch}, acks=-1, timeout_ms=self.append_timeout_ms, origin=AppendOrigin.COORDINATOR,
+            fsync=True, now=now)   # durable and replicated before anyone is told
+        err = results[part].error
         return _APPEND_ERRORS.get(err, err)
 
     async def append_transaction_to_log(self, transactional_id: str, coordinator_epoch: int,

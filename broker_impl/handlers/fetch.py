@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING
 import trio
 
 from . import handles
-from ..log.errors import LogError
 from ..log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from ..protocol.errors import Errors, KafkaError
 
@@ -129,8 +128,8 @@ def _read_all(broker: Broker, ctx, req, endpoints: dict):
                 continue
             try:
                 info = plog.read(fp.fetch_offset, limit, max_offset=upper, min_one_batch=total == 0)
-            except LogError as exc:
-                pr.error_code = exc.error_code
+            except KafkaError as exc:
+                pr.error_code = exc.error
                 continue
             data = info.records
             if data:

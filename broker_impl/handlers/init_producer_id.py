@@ -10,8 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import handles
-from ..coordinators.transaction_metadata import CoordinatorError
-from ..protocol.errors import Errors
+from ..protocol.errors import Errors, KafkaError
 
 if TYPE_CHECKING:
     from ..server.broker import Broker
@@ -23,8 +22,8 @@ async def handle_init_producer_id(broker: Broker, ctx, req):
     if req.transactional_id is None:
         try:
             pid = broker.producer_ids.generate()
-        except CoordinatorError as exc:    # a cluster's broker waiting for its first id block
-            return R(throttle_time_ms=0, error_code=exc.code, producer_id=-1, producer_epoch=-1)
+        except KafkaError as exc:    # a cluster's broker waiting for its first id block
+            return R(throttle_time_ms=0, error_code=exc.error, producer_id=-1, producer_epoch=-1)
         return R(throttle_time_ms=0, error_code=Errors.NONE, producer_id=pid, producer_epoch=0)
     # v3+ may name the producer it had (KIP-360: bump its epoch); both or neither.
     current = (req.producer_id, req.producer_epoch) if ctx.version >= 3 else (-1, -1)
@@ -34,7 +33,8 @@ async def handle_init_producer_id(broker: Broker, ctx, req):
         return R(throttle_time_ms=0, error_code=Errors.INVALID_REQUEST, producer_id=-1, producer_epoch=-1)
     else:
         expected = current
-    err, pid, epoch = await broker.txn_coordinator.init_producer_id(req.transactional_id, req.transaction_timeout_ms, expected)
+    result = await broker.txn_coordinator.init_producer_id(req.transactional_id, req.transaction_timeout_ms, expected)
+    err = result.error
     if ctx.version < 4 and err == Errors.PRODUCER_FENCED:
         err = Errors.INVALID_PRODUCER_EPOCH   # PRODUCER_FENCED is v4+
-    return R(throttle_time_ms=0, error_code=err, producer_id=pid, producer_epoch=epoch)
+    return R(throttle_time_ms=0, error_code=err, producer_id=result.producer_id, producer_epoch=result.producer_epoch)

@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING
 from . import handles
 from ..log import EARLIEST_TIMESTAMP as EARLIEST
 from ..log import LATEST_TIMESTAMP as LATEST
-from ..log.errors import LogError
-from ..protocol.errors import Errors
+from ..protocol.errors import Errors, KafkaError
 
 if TYPE_CHECKING:
     from ..server.broker import Broker
@@ -82,7 +81,7 @@ async def handle_list_offsets(broker: Broker, ctx, req):
                     if found is not None:  # None also when the match is at or past ``upper``
                         pr.offset, pr.timestamp = found.offset, found.timestamp
                         pr.leader_epoch = part.leader_epoch
-            except LogError as exc:
-                pr.error_code = exc.error_code
+            except KafkaError as exc:
+                pr.error_code = exc.error
         out.append(T(name=t.name, partitions=parts))
     return R(throttle_time_ms=0, topics=out)

@@ -5,7 +5,10 @@ DescribeTransactions (65), ListTransactions (66).
 The decisions are the TransactionCoordinator's (``coordinators/transaction.py``); this module
 does what KafkaApis does around them: request shape per version, topic checks, and the
 per-version error rewriting (PRODUCER_FENCED is INVALID_PRODUCER_EPOCH for clients that predate
-it: InitProducerId < v4, AddPartitionsToTxn / AddOffsetsToTxn / EndTxn < v2).
+it: InitProducerId < v4, AddPartitionsToTxn / AddOffsetsToTxn / EndTxn < v2). WriteTxnMarkers
+appends through the replica manager (``append_records``, as Produce does); TxnOffsetCommit
+verifies the offsets partition with the transaction's coordinator through the
+AddPartitionsToTxnManager, as a Produce's partitions are.
 """
 
 from __future__ import annotations
@@ -17,13 +20,13 @@ from typing import TYPE_CHECKING
 
 from . import handles
 from ..cluster.topics import by_topic, validate_topic_name
-from ..coordinators.transaction import ADD_PARTITION, DEFAULT_ERROR, GENERIC_ERROR_SUPPORTED
+from ..coordinators.group_store import operation_error_to_response
 from ..coordinators.transaction_markers import GROUP_METADATA_TOPIC
-from ..coordinators.transaction_metadata import TV_0, TV_2, CoordinatorError
+from ..coordinators.transaction_metadata import TV_0, TV_2
 from ..log import records as rec
-from ..log.errors import LogError
 from ..log.producer_state import AppendOrigin
 from ..protocol.errors import Errors, KafkaError
+from ..server.add_partitions_manager import TransactionSupportedOperation
 
 if TYPE_CHECKING:
     from ..server.broker import Broker
@@ -92,68 +95,53 @@ async def handle_add_offsets_to_txn(broker: Broker, ctx, req):
 async def handle_end_txn(broker: Broker, ctx, req):
     R = ctx.api.Response
     client_tv = TV_2 if ctx.version > 4 else TV_0   # TransactionVersion.transactionVersionForEndTxn
-    err, pid, epoch = await broker.txn_coordinator.handle_end_transaction(
+    result = await broker.txn_coordinator.handle_end_transaction(
         req.transactional_id, req.producer_id, req.producer_epoch, req.committed, client_tv)
-    return R(throttle_time_ms=0, error_code=_fenced_for(ctx.version, 2, err), producer_id=pid, producer_epoch=epoch)
+    return R(throttle_time_ms=0, error_code=_fenced_for(ctx.version, 2, result.error), producer_id=result.producer_id,
+             producer_epoch=result.producer_epoch)
 
 
 # ---------------------------------------------------------------- WriteTxnMarkers
 @handles("WriteTxnMarkers")
 async def handle_write_txn_markers(broker: Broker, ctx, req):
-    """Broker to broker (coordinators/transaction_markers): the coordinator's COMMIT/ABORT markers
-    on partitions this broker leads (NOT_LEADER_OR_FOLLOWER elsewhere), appended with acks=all;
-    a data partition refuses a marker of an older coordinator epoch
-    (TRANSACTION_COORDINATOR_FENCED) or producer epoch. Once a marker on ``__consumer_offsets``
-    is written, the group coordinator settles that producer's transactional offsets, as Kafka's
-    handler has it do. Also a tool for tests and operators (S11)."""
+    """Broker to broker (coordinators/transaction_markers): each marker's COMMIT/ABORT batch on
+    its partitions, appended through ReplicaManager.append_records with acks=all, one marker after
+    the other (NOT_LEADER_OR_FOLLOWER where this broker does not lead); a data partition refuses
+    a marker of an older coordinator epoch (TRANSACTION_COORDINATOR_FENCED) or producer epoch.
+    Once a marker on ``__consumer_offsets`` is replicated, the group coordinator settles that
+    producer's transactional offsets, as Kafka's handler has it do (a require_stable OffsetFetch
+    of those groups waits meanwhile). Also a tool for tests and operators (S11)."""
     R = ctx.api.Response
     MR = R.WritableTxnMarkerResult
     TR = MR.WritableTxnMarkerTopicResult
     PR = TR.WritableTxnMarkerPartitionResult
+    gc = broker.group_coordinator
+    timeout_ms = broker.config.int("request.timeout.ms")
     out = []
-    waits = []          # (partition result, partition, offset after the marker, group offsets?, producer, commit)
-    now = int(time.time() * 1000)
     for m in req.markers:
-        tv = m.transaction_version if ctx.version >= 2 else 0
-        topics = []
+        now = int(time.time() * 1000)
+        batch = rec.build_control_batch(rec.COMMIT if m.transaction_result else rec.ABORT,
+                                        producer_id=m.producer_id, producer_epoch=m.producer_epoch,
+                                        coordinator_epoch=m.coordinator_epoch, timestamp_ms=now)
+        entries = {}
+        requested = []          # (topic, [(index, Partition or None)])
         for t in m.topics:
-            parts = []
-            for p in t.partition_indexes:
-                pr = PR(partition_index=p, error_code=Errors.NONE)
-                parts.append(pr)
-                part = broker.topics.partition(t.name, p)
-                if part is None:
-                    pr.error_code = Errors.UNKNOWN_TOPIC_OR_PARTITION
-                    continue
-                batch = rec.build_control_batch(rec.COMMIT if m.transaction_result else rec.ABORT,
-                                                producer_id=m.producer_id, producer_epoch=m.producer_epoch,
-                                                coordinator_epoch=m.coordinator_epoch, timestamp_ms=now)
-                try:
-                    info = part.append_records_to_leader(batch, origin=AppendOrigin.COORDINATOR, required_acks=-1,
-                                                         transaction_version=tv, now=now)
-                except LogError as exc:
-                    pr.error_code = exc.error_code
-                    continue
-                except KafkaError as exc:
-                    pr.error_code = exc.error
-                    continue
-                waits.append((pr, part, info.last_offset + 1, t.name == GROUP_METADATA_TOPIC, m.producer_id,
-                              m.transaction_result))
-            topics.append(TR(name=t.name, partitions=parts))
-        out.append(MR(producer_id=m.producer_id, topics=topics))
-    if waits:
-        gc = broker.group_coordinator
+            parts = [(p, broker.topics.partition(t.name, p)) for p in t.partition_indexes]
+            entries.update((part, batch) for _, part in parts if part is not None)
+            requested.append((t.name, parts))
         with ExitStack() as settling:
-            # a require_stable OffsetFetch of these groups waits for their offsets to settle
-            for _pr, part, _o, group_offsets, *_ in waits:
-                if group_offsets:
+            for part in entries:
+                if part.topic == GROUP_METADATA_TOPIC:
                     settling.enter_context(gc.settling_txn_offsets(part.index))
-            errors = await broker.replica_manager.wait_for_acks([(part, o) for _, part, o, *_ in waits],
-                                                                broker.config.int("request.timeout.ms"))
-            for (pr, _part, _o, group_offsets, producer_id, commit), err in zip(waits, errors):
-                pr.error_code = err
-                if err == Errors.NONE and group_offsets:
-                    gc.complete_txn_offsets(producer_id, commit)
+            results = await broker.replica_manager.append_records(
+                entries, acks=-1, timeout_ms=timeout_ms, origin=AppendOrigin.COORDINATOR,
+                transaction_version=m.transaction_version if ctx.version >= 2 else 0, now=now)
+            if any(part.topic == GROUP_METADATA_TOPIC and r.error == Errors.NONE for part, r in results.items()):
+                gc.complete_txn_offsets(m.producer_id, m.transaction_result)
+        out.append(MR(producer_id=m.producer_id, topics=[
+            TR(name=name, partitions=[PR(partition_index=p, error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION
+                                         if part is None else results[part].error) for p, part in parts])
+            for name, parts in requested]))
     return R(markers=out)
 
 
@@ -205,23 +193,23 @@ async def handle_txn_offset_commit(broker: Broker, ctx, req):
     # where this broker is also the transaction's coordinator: elsewhere it knows no epoch to check.
     try:
         md = coordinator.txn_manager.get(req.transactional_id)
-    except CoordinatorError as exc:
-        if exc.code != Errors.NOT_COORDINATOR:   # still loading
-            return fail_all(exc.code)
+    except KafkaError as exc:
+        if exc.error != Errors.NOT_COORDINATOR:   # still loading
+            return fail_all(exc.error)
         md = None
     if md is not None and md.producer_id == req.producer_id and req.producer_epoch < md.producer_epoch:
         return fail_all(Errors.INVALID_PRODUCER_EPOCH)
-    if v >= 5 or coordinator.verification_enabled:
-        # KIP-890 for the offsets partition, as verify_produce does for data partitions: v5+ (TV2)
-        # adds it to the transaction implicitly (the client sends no AddOffsetsToTxn), older
-        # versions only verify that AddOffsetsToTxn added it.
-        tp = coordinator.offsets_partition(req.group_id)
-        err = await broker.add_partitions_manager.verify(req.transactional_id, req.producer_id, req.producer_epoch,
-                                                         tp, add=v >= 5)
-        op = ADD_PARTITION if v >= 5 else GENERIC_ERROR_SUPPORTED if v >= 4 else DEFAULT_ERROR
-        err = coordinator.verification_error_for_txn_offset_commit(err, op)
-        if err is not None:
-            return fail_all(err)
+    manager = broker.add_partitions_manager
+    operation = TransactionSupportedOperation.for_txn_offset_commit(v)
+    if manager.verifies(operation):
+        # KIP-890 for the offsets partition, as for a Produce's data partitions: v5+ (TV2) adds it
+        # to the transaction implicitly (the client sends no AddOffsetsToTxn), older versions only
+        # verify that AddOffsetsToTxn added it; a refusal reads as the group coordinator maps it.
+        offsets_tp = coordinator.offsets_partition(req.group_id)
+        err = (await manager.verify(req.transactional_id, req.producer_id, req.producer_epoch, [offsets_tp],
+                                    operation))[offsets_tp]
+        if err != Errors.NONE:
+            return fail_all(operation_error_to_response(err))
     err = gc.validate_txn_offset_commit(req.group_id, req.member_id, req.generation_id, req.group_instance_id)
     if err:
         return fail_all(err)

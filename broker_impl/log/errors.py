@@ -1,28 +1,23 @@
-"""Errors raised by the storage layer, each carrying the Kafka error code the broker answers with.
+"""Errors raised by the storage layer: Kafka's exceptions, each a :class:`KafkaError` whose
+class carries the Kafka error code the broker answers with.
 
-Why one hierarchy: the Produce/Fetch/ListOffsets handlers catch ``LogError`` and put
-``exc.error_code`` into the partition response; the class names follow Kafka's exception names
-(``CorruptRecordException`` -> ``CorruptRecordError``...) so a reader can map them back to
-``org.apache.kafka.common.protocol.Errors``.
+The class names follow Kafka's exception names (``CorruptRecordException`` ->
+``CorruptRecordError``...) so a reader can map them back to
+``org.apache.kafka.common.protocol.Errors``; how an append's error is answered (with or without
+the log start offset, with or without its message) is decided by ReplicaManager, by class, as
+Kafka's ``appendToLocalLog`` does.
 """
 
 from __future__ import annotations
 
-from ..protocol.errors import Errors
+from ..protocol.errors import Errors, KafkaError
 
 
-class LogError(Exception):
-    """Base class: a refusal that the broker reports as a Kafka error code (``error``)."""
+class LogError(KafkaError):
+    """Base class: a refusal of the log, answered with its class's Kafka error code."""
 
-    error: Errors = Errors.UNKNOWN_SERVER_ERROR
-
-    def __init__(self, message: str = ""):
-        super().__init__(message or self.error.name)
-        self.message = message or self.error.name
-
-    @property
-    def error_code(self) -> int:
-        return int(self.error)
+    def __init__(self, message: str | None = None):
+        super().__init__(None, message)
 
 
 class OffsetOutOfRangeError(LogError):

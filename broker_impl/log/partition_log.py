@@ -4,9 +4,12 @@ leader appends to it (``append``), a follower copies its leader's batches into i
 (``append_as_follower``, ``truncate_to``). Which replica leads, the ISR, and the high watermark
 they advance (``update_high_watermark``) are decided in cluster/partition.py.
 
-Called by the broker's Produce / Fetch / ListOffsets handlers and by the coordinators, from one
-trio thread: no locking, synchronous file I/O that only reaches the page cache (fsync follows
-Kafka's flush settings).
+Appended to by the partition as leader (cluster/partition, for every append the replica
+manager makes) and by the replica fetcher as follower; read by Fetch, ListOffsets and the
+coordinators' loads -- all from one trio thread: no locking, synchronous file I/O that only
+reaches the page cache (fsync follows Kafka's flush settings). Every batch with a producer id
+goes through one producer-state step, ProducerStateManager.update_producers, whether a leader
+appends it, a follower copies it or a recovery replays it (Kafka's UnifiedLog.updateProducers).
 
 Hot paths:
 - ``append``: one header unpack and one CRC32C per batch, producer-state checks, one
@@ -136,6 +139,9 @@ class PartitionLog:
     def first_unstable_offset(self) -> int | None:
         return self.producer_state.first_undecided_offset()
 
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        return self.producer_state.has_ongoing_transaction(producer_id, producer_epoch)
+
     @property
     def last_stable_offset(self) -> int:
         """LSO: first offset of the oldest open transaction, else the high watermark."""
@@ -163,7 +169,7 @@ class PartitionLog:
         checks, answering a duplicate with the original offsets. COORDINATOR origin accepts
         several batches and control batches and checks only producer epochs.
         ``transaction_version`` (from WriteTxnMarkers v2+) selects the marker epoch rule.
-        Raises a ``LogError`` carrying the Kafka error code; nothing is written then.
+        Raises a ``LogError`` (a KafkaError: its class's error code); nothing is written then.
         """
         now = _now_ms() if now_ms is None else now_ms
         cfg = self.config
@@ -206,9 +212,8 @@ class PartitionLog:
         for h in headers:
             last = offset + h.last_offset_delta
             if h.producer_id > rec.NO_PRODUCER_ID:
-                pid = h.producer_id
                 if origin is AppendOrigin.CLIENT:
-                    entry = ps.producers.get(pid)
+                    entry = ps.producers.get(h.producer_id)
                     if entry is not None:
                         dup = entry.find_duplicate_batch(h.producer_epoch, h.base_sequence,
                                                          h.last_sequence)
@@ -216,20 +221,10 @@ class PartitionLog:
                             return LogAppendInfo(dup.first_offset, dup.last_offset,
                                                  dup.timestamp, self.log_start_offset,
                                                  h.record_count, True)
-                info = updated.get(pid)
-                if info is None:
-                    info = updated[pid] = ps.prepare_update(pid, origin)
-                if h.attributes & rec.CONTROL_FLAG_MASK:
-                    marker = rec.read_end_txn_marker(mv[h.position:h.position + h.size])
-                    if marker is not None:
-                        c = info.append_end_txn_marker(marker, h.producer_epoch, offset,
-                                                       h.max_timestamp, transaction_version)
-                        if c is not None:
-                            completed.append(c)
-                else:
-                    info.append_data_batch(h.producer_epoch, h.base_sequence, h.last_sequence,
-                                           max_ts if log_append else h.max_timestamp, offset,
-                                           last, bool(h.attributes & rec.TRANSACTIONAL_FLAG_MASK))
+                c = ps.update_producers(updated, h, mv[h.position:h.position + h.size], origin, offset, last,
+                                        max_ts if log_append else h.max_timestamp, transaction_version)
+                if c is not None:
+                    completed.append(c)
             offset = last + 1
             count += h.record_count
 
@@ -290,18 +285,10 @@ class PartitionLog:
             count += h.record_count
             if h.producer_id <= rec.NO_PRODUCER_ID:
                 continue
-            info = updated.get(h.producer_id)
-            if info is None:
-                info = updated[h.producer_id] = ps.prepare_update(h.producer_id, AppendOrigin.REPLICATION)
-            if h.is_control:
-                marker = rec.read_end_txn_marker(mv[h.position:h.position + h.size])
-                if marker is not None:
-                    c = info.append_end_txn_marker(marker, h.producer_epoch, h.base_offset, h.max_timestamp)
-                    if c is not None:
-                        completed.append(c)
-            else:
-                info.append_data_batch(h.producer_epoch, h.base_sequence, h.last_sequence, h.max_timestamp,
-                                       h.base_offset, h.last_offset, h.is_transactional)
+            c = ps.update_producers(updated, h, mv[h.position:h.position + h.size], AppendOrigin.REPLICATION,
+                                    h.base_offset, h.last_offset, h.max_timestamp)
+            if c is not None:
+                completed.append(c)
         segment = self._maybe_roll(total, max_ts, now, expected - 1)
         cache = self.leader_epoch_cache
         for h in headers:
@@ -365,19 +352,6 @@ class PartitionLog:
         self.leader_epoch_cache.clear()
         if self._hw is not None:
             self._hw = offset
-
-    def append_control_marker(self, commit: bool, *, producer_id: int, producer_epoch: int,
-                              coordinator_epoch: int, transaction_version: int = 0,
-                              now_ms: int | None = None) -> LogAppendInfo:
-        """Write a COMMIT/ABORT marker for ``producer_id`` (WriteTxnMarkers on the partition
-        leader). ``transaction_version`` 2 applies TV2's stricter epoch rule (marker epoch must
-        exceed the producer's). Raises INVALID_PRODUCER_EPOCH / TRANSACTION_COORDINATOR_FENCED."""
-        now = _now_ms() if now_ms is None else now_ms
-        batch = rec.build_control_batch(rec.COMMIT if commit else rec.ABORT,
-                                        producer_id=producer_id, producer_epoch=producer_epoch,
-                                        coordinator_epoch=coordinator_epoch, timestamp_ms=now)
-        return self.append(batch, origin=AppendOrigin.COORDINATOR,
-                           transaction_version=transaction_version, now_ms=now)
 
     def _complete_txn(self, segment: LogSegment, c: CompletedTxn, write_index: bool) -> None:
         ps = self.producer_state
@@ -653,18 +627,10 @@ class PartitionLog:
         if h.producer_id <= rec.NO_PRODUCER_ID:
             return
         ps = self.producer_state
-        info = ps.prepare_update(h.producer_id, AppendOrigin.REPLICATION)
-        completed = None
-        if h.is_control:
-            marker = rec.read_end_txn_marker(body)
-            if marker is not None:
-                completed = info.append_end_txn_marker(marker, h.producer_epoch, h.base_offset,
-                                                       h.max_timestamp)
-        else:
-            info.append_data_batch(h.producer_epoch, h.base_sequence, h.last_sequence,
-                                   h.max_timestamp, h.base_offset, h.last_offset,
-                                   h.is_transactional)
-        ps.update(info)
+        updated: dict = {}
+        completed = ps.update_producers(updated, h, body, AppendOrigin.REPLICATION, h.base_offset, h.last_offset,
+                                        h.max_timestamp)
+        ps.update(updated[h.producer_id])
         if completed is not None:
             self._complete_txn(seg, completed, write_index)
 

@@ -291,6 +291,12 @@ class ProducerStateManager:
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)
 
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """The producer has a transaction open on this partition at this epoch (so its batches
+        need no verification with the coordinator: KIP-890)."""
+        e = self.producers.get(producer_id)
+        return e is not None and e.current_txn_first_offset is not None and e.producer_epoch == producer_epoch
+
     def first_undecided_offset(self) -> int | None:
         """First offset of the oldest ongoing transaction (bounds the LSO)."""
         for first in self.ongoing_txns:
@@ -312,6 +318,26 @@ class ProducerStateManager:
     def prepare_update(self, producer_id: int, origin: AppendOrigin) -> ProducerAppendInfo:
         current = self.producers.get(producer_id) or ProducerStateEntry(producer_id)
         return ProducerAppendInfo(producer_id, current, origin)
+
+    def update_producers(self, producers: dict[int, ProducerAppendInfo], h: rec.BatchHeader, batch,
+                         origin: AppendOrigin, first_offset: int, last_offset: int, timestamp: int,
+                         transaction_version: int = 0) -> CompletedTxn | None:
+        """Kafka's UnifiedLog.updateProducers, the one producer-state step of every batch with a
+        producer id -- a leader's append, a follower's, a log rebuilding its state: ``h``
+        (``batch``: its bytes) at ``first_offset``..``last_offset`` goes into its producer's
+        pending state in ``producers`` (checked as ``origin`` asks; nothing changes until
+        :meth:`update`). Returns the transaction its marker completes, if any."""
+        info = producers.get(h.producer_id)
+        if info is None:
+            info = producers[h.producer_id] = self.prepare_update(h.producer_id, origin)
+        if h.is_control:
+            marker = rec.read_end_txn_marker(batch)
+            if marker is None:
+                return None
+            return info.append_end_txn_marker(marker, h.producer_epoch, first_offset, timestamp, transaction_version)
+        info.append_data_batch(h.producer_epoch, h.base_sequence, h.last_sequence, timestamp, first_offset,
+                               last_offset, h.is_transactional)
+        return None
 
     def update(self, info: ProducerAppendInfo) -> None:
         current = self.producers.get(info.producer_id)

@@ -186,13 +186,18 @@ def error_code(name: str) -> int | None:
 
 
 class KafkaError(Exception):
-    """An error the broker answers with a Kafka error code."""
+    """The broker's one error root: a refusal answered with Kafka's error code ``error``.
 
-    def __init__(self, error: Errors, message: str | None = None):
-        super().__init__(message or error.name)
-        self.error = Errors(error)
+    Raised where the refusal is decided -- the log (``log.errors``: a subclass per Kafka
+    exception, its code a class attribute), a partition, a coordinator's cache or state machine --
+    and turned into a response field where the request is answered; appends are answered in one
+    place, ``server/replica_manager``. ``message`` is what the response's error message says
+    where the API has one (None: nothing beyond the code)."""
+
+    error: Errors = Errors.UNKNOWN_SERVER_ERROR
+
+    def __init__(self, error: Errors | None = None, message: str | None = None):
+        if error is not None:
+            self.error = Errors(error)
         self.message = message
-
-    @property
-    def code(self) -> int:
-        return int(self.error)
+        super().__init__(message or self.error.name)

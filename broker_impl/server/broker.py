@@ -79,7 +79,7 @@ class Broker:
         else:
             self.producer_ids = ProducerIdManager(self.data_dir)
         load_handlers()
-        self.group_coordinator = GroupCoordinator(config, self.topics)
+        self.group_coordinator = GroupCoordinator(config, self.topics, self.replica_manager)
         FAULTS.configure(config.values)
         self.txn_coordinator = TransactionCoordinator(self)
         self.add_partitions_manager = AddPartitionsToTxnManager(self)

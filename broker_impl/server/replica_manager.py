@@ -1,5 +1,5 @@
 """Kafka's ReplicaManager for the embedded broker: which partitions this broker leads or
-follows, the fetchers that copy from the leaders, and the acks=all wait.
+follows, the fetchers that copy from the leaders, and every append as a leader.
 
 - ``apply_image``: each metadata image the controller publishes becomes what this broker does:
   topics appear and go (their logs with them), partitions this broker replicates get a log,
@@ -10,7 +10,13 @@ follows, the fetchers that copy from the leaders, and the acks=all wait.
 - a follower's Fetch to this leader (``record_follower_fetch``) and a periodic ISR check (every
   ``replica.lag.time.max.ms`` / 2, Kafka's isr-expiration task) propose ISR changes; the
   proposals go to the controller as AlterPartition, the answers back to the partition.
-- ``append`` / ``wait_for_acks``: the leader's side of Produce and of every coordinator's write.
+- ``append_records``: the one append path as a leader -- Produce, WriteTxnMarkers, the
+  transaction log, and (its two halves, ``append_records_to_leader`` and ``wait_for_acks``) the
+  group coordinator's writes. In order: the KIP-890 verification of transactional batches with
+  their coordinator (server/add_partitions_manager), the leader's append (cluster/partition:
+  leadership, min ISR; log/partition_log: validation, producer state, the write), the one
+  mapping of any refusal to a partition error (``append_error``), and for acks=all the wait
+  until the ISR has the records.
 
 A one-node broker (no ``controller.quorum.voters``) has no image: it leads every partition at
 epoch 0, nobody fetches from it, and acks=all returns at once (Partition.replicated is False).
@@ -19,16 +25,55 @@ epoch 0, nobody fetches from it, and acks=all returns at once (Partition.replica
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
+from typing import Any
 
 import trio
 
 from ..cluster.metadata_image import NO_LEADER, MetadataImage, PartitionRegistration
 from ..cluster.partition import Partition, now_ms
-from ..protocol.errors import Errors
+from ..log import records as rec
+from ..log.errors import (
+    CorruptRecordError,
+    InvalidRequestRecordsError,
+    InvalidTimestampError,
+    KafkaStorageError,
+    LogError,
+    MessageTooLargeError,
+    RecordListTooLargeError,
+)
+from ..log.producer_state import AppendOrigin
+from ..protocol.errors import Errors, KafkaError
+from .add_partitions_manager import TransactionSupportedOperation, TxnVerification
 from .broker_lifecycle import ControllerUnavailable
 from .replica_fetcher import ReplicaFetcher
 
 log = logging.getLogger("kconform.broker.replicas")
+
+#: Log errors for records that never reached the partition's log, answered without its log start
+#: offset (appendToLocalLog's first catch; ProduceRequest.validateRecords' INVALID_RECORD too).
+_BEFORE_THE_LOG = (MessageTooLargeError, RecordListTooLargeError, CorruptRecordError, KafkaStorageError,
+                   InvalidRequestRecordsError)
+#: Kafka's message for a transactional batch to a partition the transaction does not have.
+NOT_IN_TRANSACTION = "Partition was not added to the transaction"
+#: Verification errors a producer of any version retries (postVerificationCallback maps them to
+#: NOT_ENOUGH_REPLICAS; CONCURRENT_TRANSACTIONS too, below TV2).
+_RETRY_AS_NOT_ENOUGH_REPLICAS = frozenset({
+    Errors.NETWORK_EXCEPTION, Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_COORDINATOR})
+
+
+@dataclass(slots=True)
+class PartitionResponse:
+    """One partition's answer to an append (Kafka's ProduceResponse.PartitionResponse): its error
+    and, once its records are in the log, where they went."""
+
+    error: Errors = Errors.NONE
+    base_offset: int = -1
+    last_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    error_message: str | None = None
 
 
 class ReplicaManager:
@@ -205,25 +250,163 @@ class ReplicaManager:
         self.broker.notify_append()
 
     # ================================================================== appends
-    async def wait_for_acks(self, waits: list[tuple[Partition, int]], timeout_ms: int) -> list[Errors]:
-        """acks=all for several partitions at once (DelayedProduce): for each (partition, offset
-        after its append) the error it ends with, all within one timeout."""
-        results: list[Errors] = [Errors.NONE] * len(waits)
-        pending = []
-        for i, (part, required) in enumerate(waits):
-            done, err = part.check_enough_replicas_reach_offset(required)
-            if done or err != Errors.NONE:
-                results[i] = err
+    async def append_records(self, entries: dict[Partition, Any], *, acks: int, timeout_ms: int,
+                             origin: AppendOrigin, verification: TxnVerification | None = None,
+                             api_version: int = 9, transaction_version: int = 0, fsync: bool = False,
+                             now: int | None = None) -> dict[Partition, PartitionResponse]:
+        """Append each partition's records as its leader and answer each (Kafka's appendRecords,
+        with handleProduceAppend's transaction verification first): the partitions the
+        verification refused, then :meth:`append_records_to_leader`, then for acks=all the wait
+        until the ISR has them (DelayedProduce). Every caller that appends -- Produce,
+        WriteTxnMarkers, the transaction log -- comes through here; the group coordinator, which
+        answers its writes later, through the two halves."""
+        refused = await self._verify_transactions(entries, verification) if verification is not None else {}
+        results = self.append_records_to_leader({p: r for p, r in entries.items() if p not in refused},
+                                                origin=origin, required_acks=acks, api_version=api_version,
+                                                transaction_version=transaction_version, fsync=fsync, now=now)
+        if acks == -1:
+            waits = {p: r.last_offset + 1 for p, r in results.items() if r.error == Errors.NONE}
+            if waits:
+                for p, err in (await self.wait_for_acks(waits, timeout_ms)).items():
+                    results[p].error = err
+        results.update(refused)
+        return results
+
+    def append_records_to_leader(self, entries: dict[Partition, Any], *, origin: AppendOrigin, required_acks: int,
+                                 api_version: int = 9, transaction_version: int = 0, fsync: bool = False,
+                                 now: int | None = None) -> dict[Partition, PartitionResponse]:
+        """Each partition's records appended to its log as the leader, at once, nothing awaited
+        (Kafka's appendRecordsToLeader / appendToLocalLog): NOT_LEADER_OR_FOLLOWER where this
+        broker does not lead, NOT_ENOUGH_REPLICAS for acks=all below min ISR, any refusal of the
+        log answered by :func:`append_error`; ``fsync``: durable before this returns."""
+        out = {}
+        for part, records in entries.items():
+            try:
+                info = part.append_records_to_leader(records, origin=origin, required_acks=required_acks,
+                                                     api_version=api_version, transaction_version=transaction_version,
+                                                     now=now)
+                if fsync:
+                    part.log.flush(now)
+            except KafkaError as exc:
+                out[part] = append_error(part, exc)
+            except OSError as exc:      # the fsync: the log directory failed
+                log.error("%s-%d: append failed: %s", part.topic, part.index, exc)
+                out[part] = append_error(part, KafkaStorageError(str(exc)))
             else:
-                pending.append(i)
+                out[part] = PartitionResponse(Errors.NONE, info.first_offset, info.last_offset, info.log_append_time,
+                                              info.log_start_offset)
+        return out
+
+    async def wait_for_acks(self, required: dict[Partition, int], timeout_ms: int) -> dict[Partition, Errors]:
+        """acks=all for several partitions at once (DelayedProduce): for each partition and the
+        offset its high watermark must reach, the error it ends with, all within one timeout."""
+        results: dict[Partition, Errors] = {}
+        pending = []
+        for part, offset in required.items():
+            done, err = part.check_enough_replicas_reach_offset(offset)
+            if done or err != Errors.NONE:
+                results[part] = err
+            else:
+                pending.append(part)
         if not pending:
             return results      # a one-node broker always, a cluster when the ISR is the leader
 
-        async def one(i: int) -> None:
-            part, required = waits[i]
-            results[i] = await part.wait_for_replication(required, timeout_ms)
+        async def one(part: Partition) -> None:
+            results[part] = await part.wait_for_replication(required[part], timeout_ms)
 
         async with trio.open_nursery() as nursery:
-            for i in pending:
-                nursery.start_soon(one, i)
+            for part in pending:
+                nursery.start_soon(one, part)
         return results
+
+    # ================================================================== KIP-890 verification
+    async def _verify_transactions(self, entries: dict[Partition, Any],
+                                   verification: TxnVerification) -> dict[Partition, PartitionResponse]:
+        """handleProduceAppend's verification: the partitions whose transactional batch is its
+        producer's first in the transaction (no ongoing transaction of that epoch in the log) are
+        verified with the coordinator first, in one AddPartitionsToTxn per producer id and epoch
+        (AddPartitionsToTxnManager.verifyTransaction); the partitions refused, answered as
+        postVerificationCallback answers them. A partition not led here is left to the append,
+        which refuses it."""
+        manager = self.broker.add_partitions_manager
+        operation = verification.operation
+        if not manager.verifies(operation):
+            return {}
+        to_verify: dict[tuple[int, int], dict[tuple[str, int], Partition]] = {}
+        for part, records in entries.items():
+            h = _transactional_batch(records)
+            if h is None or not part.is_leader or part.log.has_ongoing_transaction(h.producer_id, h.producer_epoch):
+                continue
+            to_verify.setdefault((h.producer_id, h.producer_epoch), {})[(part.topic, part.index)] = part
+        refused = {}
+        for (producer_id, producer_epoch), parts in to_verify.items():
+            errors = await self._verify_partitions(manager, verification, producer_id, producer_epoch, list(parts))
+            for tp, err in errors.items():
+                err = verification_error_for_produce(err, operation)
+                if err is not None:
+                    refused[parts[tp]] = PartitionResponse(err, error_message=NOT_IN_TRANSACTION
+                                                           if err == Errors.INVALID_TXN_STATE else None)
+        return refused
+
+    async def _verify_partitions(self, manager, verification: TxnVerification, producer_id: int,
+                                 producer_epoch: int, tps: list[tuple[str, int]]) -> dict[tuple[str, int], Errors]:
+        args = (verification.transactional_id, producer_id, producer_epoch)
+        errors = await manager.verify(*args, tps, verification.operation)
+        if verification.operation is TransactionSupportedOperation.ADD_PARTITION:
+            # maybeRetryOnConcurrentTransactions: a TV2 add that meets the previous transaction's
+            # markers (CONCURRENT_TRANSACTIONS) is retried every add.partitions.to.txn.retry.backoff.ms
+            # until min(add.partitions.to.txn.retry.backoff.max.ms, request.timeout.ms) have passed
+            # since the first try -- "the produce backoff adds too much delay": a client sending its
+            # next transaction right after EndTxn would otherwise see its first batch refused and
+            # the batches in flight behind it refused as out of order.
+            cfg = self.broker.config
+            backoff_s = cfg.int("add.partitions.to.txn.retry.backoff.ms") / 1000.0
+            limit_s = min(cfg.int("add.partitions.to.txn.retry.backoff.max.ms"),
+                          cfg.int("request.timeout.ms")) / 1000.0
+            start = trio.current_time()
+            while trio.current_time() - start < limit_s:
+                again = [tp for tp, err in errors.items() if err == Errors.CONCURRENT_TRANSACTIONS]
+                if not again:
+                    break
+                await trio.sleep(backoff_s)
+                errors.update(await manager.verify(*args, again, verification.operation))
+        return errors
+
+
+def _transactional_batch(records):
+    """The header of the records' first batch when it is transactional (None otherwise, or when it
+    cannot be read: the log refuses that)."""
+    if records is None or len(records) < rec.RECORD_BATCH_OVERHEAD:
+        return None
+    try:
+        h = rec.BatchHeader.unpack(records, 0)
+    except Exception:  # noqa: BLE001 - malformed batches are refused by the log
+        return None
+    return h if h.is_transactional and h.producer_id >= 0 else None
+
+
+def verification_error_for_produce(err: Errors, operation: TransactionSupportedOperation) -> Errors | None:
+    """The Produce error for a failed verification (postVerificationCallback; None: verified): the
+    retriable coordinator errors older clients may not retry read NOT_ENOUGH_REPLICAS (no
+    metadata refresh) -- CONCURRENT_TRANSACTIONS too, except for a TV2 producer (Produce v12+),
+    which is answered CONCURRENT_TRANSACTIONS itself."""
+    if err == Errors.NONE:
+        return None
+    if err == Errors.CONCURRENT_TRANSACTIONS:
+        return err if operation.supports_epoch_bump else Errors.NOT_ENOUGH_REPLICAS
+    if err in _RETRY_AS_NOT_ENOUGH_REPLICAS:
+        return Errors.NOT_ENOUGH_REPLICAS
+    return err
+
+
+def append_error(part: Partition, exc: KafkaError) -> PartitionResponse:
+    """How a refused append is answered (appendToLocalLog's catch; the one place): a log error
+    carries the partition's log start offset unless the records never reached the log; a record
+    validation error (a timestamp out of bounds: Kafka's RecordValidationException) and the
+    partition's own refusals (NOT_ENOUGH_REPLICAS) carry their message."""
+    if isinstance(exc, LogError):
+        log_start = -1 if isinstance(exc, _BEFORE_THE_LOG) else part.log.log_start_offset
+        message = exc.message if isinstance(exc, InvalidTimestampError) else None
+    else:
+        log_start, message = -1, exc.message
+    return PartitionResponse(exc.error, log_start_offset=log_start, error_message=message)

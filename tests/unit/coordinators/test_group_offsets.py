@@ -13,6 +13,7 @@ from broker_impl.protocol.errors import Errors
 from broker_impl.protocol.messages import API
 
 from tests.unit.coordinators.group_helpers import describe, full_join, heartbeat, join, mock_clock_test, sync
+from tests.unit.log.log_helpers import append_marker
 
 OC = API["OffsetCommit"].Request
 OF = API["OffsetFetch"].Request
@@ -132,15 +133,14 @@ async def test_require_stable_and_transactional_offsets(harness):
         assert got == {("t", 0): (1, 0), ("t", 1): (1, 0)}
         # The marker lands in the group's __consumer_offsets partition, then the coordinator applies it.
         p = partition_for("g", 5)
-        b.topics.get("__consumer_offsets").partitions[p].log.append_control_marker(
-            True, producer_id=4000, producer_epoch=0, coordinator_epoch=0)
+        offsets_log = b.topics.get("__consumer_offsets").partitions[p].log
+        append_marker(offsets_log, True, producer_id=4000, producer_epoch=0, coordinator_epoch=0)
         gc.complete_txn_offsets(4000, True)
         err, got = await fetch_v7(harness, topics={"t": [0]}, require_stable=True)
         assert got == {("t", 0): (50, 0)}
         # An aborted one leaves the committed offset alone.
         gc.stage_txn_offsets("g", 4001, 0, [("t", 1, 70, -1, None)])
-        b.topics.get("__consumer_offsets").partitions[p].log.append_control_marker(
-            False, producer_id=4001, producer_epoch=0, coordinator_epoch=0)
+        append_marker(offsets_log, False, producer_id=4001, producer_epoch=0, coordinator_epoch=0)
         gc.complete_txn_offsets(4001, False)
         err, got = await fetch_v7(harness, topics={"t": [1]}, require_stable=True)
         assert got == {("t", 1): (1, 0)}

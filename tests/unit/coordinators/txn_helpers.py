@@ -74,7 +74,8 @@ async def open_txn(node, tid, partitions, tv=None, timeout_ms=60000, records=Tru
     """init_producer_id, AddPartitionsToTxn and (with ``records``) one record per partition: an
     Ongoing transaction; returns (coordinator, producer id, epoch)."""
     c = node.txn_coordinator
-    _, pid, epoch = await c.init_producer_id(tid, timeout_ms, None)
+    r = await c.init_producer_id(tid, timeout_ms, None)
+    _, pid, epoch = r.error, r.producer_id, r.producer_epoch
     extra = () if tv is None else (tv,)
     assert await c.add_partitions(tid, pid, epoch, set(partitions), *extra) == Errors.NONE
     if records:

@@ -4,7 +4,7 @@ aborted transactions), and an explicit high watermark."""
 
 from __future__ import annotations
 
-from log_helpers import NOW, kp_batch
+from log_helpers import NOW, append_marker, kp_batch
 
 from broker_impl.log import records as rec
 from broker_impl.log.leader_epoch import UNDEFINED_EPOCH, LeaderEpochFileCache
@@ -27,7 +27,7 @@ def test_follower_copies_offsets_epochs_and_producer_state(tmp_path):
     leader.append(kp_batch(2), now_ms=NOW)
     leader.leader_epoch = 3
     leader.append(kp_batch(3, pid=7, epoch=0, seq=0, transactional=True), now_ms=NOW)
-    leader.append_control_marker(False, producer_id=7, producer_epoch=0, coordinator_epoch=2, now_ms=NOW)
+    append_marker(leader, False, producer_id=7, producer_epoch=0, coordinator_epoch=2, now_ms=NOW)
     follower = _leader(tmp_path, "follower")
     _copy(leader, follower)
     assert follower.log_end_offset == leader.log_end_offset == 6
@@ -78,7 +78,7 @@ def test_truncate_drops_batches_txn_state_and_epochs(tmp_path):
     log.append(kp_batch(2), now_ms=NOW)                                          # 0-1
     log.leader_epoch = 1
     log.append(kp_batch(2, pid=9, epoch=0, seq=0, transactional=True), now_ms=NOW)   # 2-3, open txn
-    log.append_control_marker(False, producer_id=9, producer_epoch=0, coordinator_epoch=0, now_ms=NOW)  # 4
+    append_marker(log, False, producer_id=9, producer_epoch=0, coordinator_epoch=0, now_ms=NOW)  # 4
     log.append(kp_batch(1), now_ms=NOW)                                          # 5
     log.update_high_watermark(6)
     assert log.aborted_transactions(0, 6) == [(9, 2)]

@@ -35,7 +35,7 @@ def test_flipped_byte_inside_crc_range_is_corrupt_message():
     data[-5] ^= 0x01
     with pytest.raises(CorruptRecordError) as ei:
         rec.validate_produce_records(bytes(data), 9)
-    assert ei.value.error_code == 2
+    assert ei.value.error == 2
 
 
 def test_flipped_byte_in_header_attributes_is_corrupt_message():
@@ -50,7 +50,7 @@ def test_truncated_batch_is_dropped_like_kafka_and_leaves_no_batch():
     # Kafka's batch iterator ignores a partial trailing batch: no batch -> INVALID_RECORD
     with pytest.raises(InvalidRecordError) as ei:
         rec.validate_produce_records(data[:-1], 9)
-    assert ei.value.error_code == 87
+    assert ei.value.error == 87
     assert rec.iter_batch_headers(data + data[:30]) and len(rec.iter_batch_headers(
         data + data[:30])) == 1
 
@@ -89,7 +89,7 @@ def test_zstd_before_produce_v7_is_unsupported_compression_type():
     data = kp_batch(2, codec=compression.ZSTD)
     with pytest.raises(UnsupportedCompressionTypeError) as ei:
         rec.validate_produce_records(data, 6)
-    assert ei.value.error_code == 76
+    assert ei.value.error == 76
     assert rec.validate_produce_records(data, 7).compression == compression.ZSTD
 
 
@@ -133,7 +133,7 @@ def test_batch_over_max_message_bytes_is_message_too_large():
     data = kp_batch(3, value=b"x" * 1000)
     with pytest.raises(MessageTooLargeError) as ei:
         rec.validate_produce_records(data, 9, max_message_bytes=len(data) - 1)
-    assert ei.value.error_code == 10
+    assert ei.value.error == 10
 
 
 def test_timestamp_bounds():

@@ -84,7 +84,7 @@ def test_read_out_of_range(open_log):
     log.append(kp_batch(2), now_ms=NOW)
     with pytest.raises(OffsetOutOfRangeError) as ei:
         log.read(3, 100)
-    assert ei.value.error_code == 1
+    assert ei.value.error == 1
 
 
 def test_segments_roll_at_segment_bytes_and_reads_span_them(open_log, tmp_path):
@@ -111,7 +111,7 @@ def test_record_list_larger_than_segment_is_refused(open_log):
     log = open_log({"segment.bytes": len(batch) - 1})
     with pytest.raises(RecordListTooLargeError) as ei:
         log.append(batch, now_ms=NOW)
-    assert ei.value.error_code == 18
+    assert ei.value.error == 18
     assert log.log_end_offset == 0
 
 

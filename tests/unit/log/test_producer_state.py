@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from log_helpers import NOW, kp_batch
+from log_helpers import NOW, append_marker, kp_batch
 
 from broker_impl.log import AppendOrigin
 from broker_impl.log import records as rec
@@ -42,7 +42,7 @@ def test_sequence_gap_is_out_of_order(open_log):
     log.append(idem(0), now_ms=NOW)
     with pytest.raises(OutOfOrderSequenceError) as ei:
         log.append(idem(3), now_ms=NOW)
-    assert ei.value.error_code == 45
+    assert ei.value.error == 45
     assert log.append(idem(2), now_ms=NOW).first_offset == 2
 
 
@@ -51,7 +51,7 @@ def test_older_epoch_is_invalid_producer_epoch(open_log):
     log.append(idem(0, epoch=2), now_ms=NOW)
     with pytest.raises(InvalidProducerEpochError) as ei:
         log.append(idem(2, epoch=1), now_ms=NOW)
-    assert ei.value.error_code == 47
+    assert ei.value.error == 47
 
 
 def test_new_epoch_must_start_at_zero(open_log):
@@ -86,7 +86,7 @@ def test_non_transactional_write_during_open_txn_is_invalid_txn_state(open_log):
     log.append(idem(0, txn=True), now_ms=NOW)
     with pytest.raises(InvalidTxnStateError) as ei:
         log.append(idem(2, txn=False), now_ms=NOW)
-    assert ei.value.error_code == 48
+    assert ei.value.error == 48
 
 
 def test_lso_and_commit_marker(open_log):
@@ -97,7 +97,7 @@ def test_lso_and_commit_marker(open_log):
     assert log.last_stable_offset == 2 and log.high_watermark == 6
     r = log.read(0, 1 << 20, max_offset=log.last_stable_offset)
     assert [h.base_offset for h in rec.iter_batch_headers(r.records)] == [0]
-    info = log.append_control_marker(True, producer_id=PID, producer_epoch=0,
+    info = append_marker(log, True, producer_id=PID, producer_epoch=0,
                                      coordinator_epoch=0, now_ms=NOW)
     assert info.first_offset == 6
     assert log.last_stable_offset == 7 == log.high_watermark
@@ -110,13 +110,13 @@ def test_abort_marker_fills_aborted_index_and_fetch_query(open_log, tmp_path):
     log = open_log()
     log.append(idem(0, txn=True, pid=1), now_ms=NOW)  # 0-1 pid 1
     log.append(idem(0, txn=True, pid=2), now_ms=NOW)  # 2-3 pid 2
-    log.append_control_marker(False, producer_id=1, producer_epoch=0, coordinator_epoch=0,
+    append_marker(log, False, producer_id=1, producer_epoch=0, coordinator_epoch=0,
                               now_ms=NOW)  # 4: abort pid 1
     assert log.last_stable_offset == 2  # pid 2 still open
     txn_index = log.active_segment.txn_index
     assert [tuple(t) for t in txn_index.entries] == [(1, 0, 4, 2)]  # LSO at abort = pid 2's start
     assert (tmp_path / "t-0" / "00000000000000000000.txnindex").stat().st_size == 34
-    log.append_control_marker(False, producer_id=2, producer_epoch=0, coordinator_epoch=0,
+    append_marker(log, False, producer_id=2, producer_epoch=0, coordinator_epoch=0,
                               now_ms=NOW)  # 5
     assert log.last_stable_offset == 6
     assert log.aborted_transactions(0, 6) == [(1, 0), (2, 2)]
@@ -133,7 +133,7 @@ def test_aborted_upper_bound_is_kafkas_index_bound_not_the_last_offset_read(open
     log = open_log()
     log.append(kp_batch(1), now_ms=NOW)  # 0
     log.append(idem(0, n=1, txn=True, pid=1), now_ms=NOW)  # 1
-    log.append_control_marker(False, producer_id=1, producer_epoch=0, coordinator_epoch=0,
+    append_marker(log, False, producer_id=1, producer_epoch=0, coordinator_epoch=0,
                               now_ms=NOW)  # 2
     log.append(kp_batch(1), now_ms=NOW)  # 3
     info = log.read(0, 1, max_offset=log.last_stable_offset)
@@ -145,7 +145,7 @@ def test_aborted_upper_bound_from_the_offset_index(open_log):
     indexed = open_log({"index.interval.bytes": 1})  # an entry for every append but the first
     for b in (kp_batch(1), idem(0, n=1, txn=True, pid=1)):
         indexed.append(b, now_ms=NOW)
-    indexed.append_control_marker(False, producer_id=1, producer_epoch=0, coordinator_epoch=0,
+    append_marker(indexed, False, producer_id=1, producer_epoch=0, coordinator_epoch=0,
                                   now_ms=NOW)
     indexed.append(kp_batch(1), now_ms=NOW)
     # entries (offset 1, x's end), (2, ..), (3, ..): the read of x ends exactly at the first
@@ -175,7 +175,7 @@ def test_aborted_txn_spanning_segments_is_found_from_earlier_segment(open_log):
     log = open_log({"segment.bytes": len(batch) + 10})
     log.append(batch, now_ms=NOW)  # 0-4 in segment 0
     log.append(kp_batch(5), now_ms=NOW)  # rolls: 5-9 in segment 5
-    log.append_control_marker(False, producer_id=9, producer_epoch=0, coordinator_epoch=0,
+    append_marker(log, False, producer_id=9, producer_epoch=0, coordinator_epoch=0,
                               now_ms=NOW)
     assert len(log.segments) >= 2
     assert log.aborted_transactions(0, log.log_end_offset) == [(9, 0)]
@@ -184,13 +184,13 @@ def test_aborted_txn_spanning_segments_is_found_from_earlier_segment(open_log):
 def test_marker_with_older_coordinator_epoch_is_fenced(open_log):
     log = open_log()
     log.append(idem(0, txn=True), now_ms=NOW)
-    log.append_control_marker(True, producer_id=PID, producer_epoch=0, coordinator_epoch=5,
+    append_marker(log, True, producer_id=PID, producer_epoch=0, coordinator_epoch=5,
                               now_ms=NOW)
     log.append(idem(2, txn=True), now_ms=NOW)
     with pytest.raises(TransactionCoordinatorFencedError) as ei:
-        log.append_control_marker(False, producer_id=PID, producer_epoch=0,
+        append_marker(log, False, producer_id=PID, producer_epoch=0,
                                   coordinator_epoch=4, now_ms=NOW)
-    assert ei.value.error_code == 52
+    assert ei.value.error == 52
     assert log.last_stable_offset == 3  # still open
 
 
@@ -198,15 +198,15 @@ def test_marker_with_older_producer_epoch_is_invalid_epoch_and_tv2_rule(open_log
     log = open_log()
     log.append(idem(0, epoch=3, txn=True), now_ms=NOW)
     with pytest.raises(InvalidProducerEpochError):
-        log.append_control_marker(True, producer_id=PID, producer_epoch=2,
+        append_marker(log, True, producer_id=PID, producer_epoch=2,
                                   coordinator_epoch=0, now_ms=NOW)
     with pytest.raises(InvalidProducerEpochError):  # TV2: marker epoch must exceed
-        log.append_control_marker(True, producer_id=PID, producer_epoch=3,
+        append_marker(log, True, producer_id=PID, producer_epoch=3,
                                   coordinator_epoch=0, transaction_version=2, now_ms=NOW)
-    log.append_control_marker(True, producer_id=PID, producer_epoch=4, coordinator_epoch=0,
+    append_marker(log, True, producer_id=PID, producer_epoch=4, coordinator_epoch=0,
                               transaction_version=2, now_ms=NOW)
     # retried TV2 marker after the txn ended: written again, no error (KAFKA-19999)
-    log.append_control_marker(True, producer_id=PID, producer_epoch=4, coordinator_epoch=0,
+    append_marker(log, True, producer_id=PID, producer_epoch=4, coordinator_epoch=0,
                               transaction_version=2, now_ms=NOW)
     assert log.last_stable_offset == log.high_watermark
 
@@ -250,7 +250,7 @@ def test_clean_restart_restores_state_from_snapshot(open_log):
 def test_unclean_restart_rebuilds_state_and_txn_index_from_log(open_log, tmp_path):
     log = open_log()
     log.append(idem(0, txn=True, pid=1), now_ms=NOW)
-    log.append_control_marker(False, producer_id=1, producer_epoch=0, coordinator_epoch=3,
+    append_marker(log, False, producer_id=1, producer_epoch=0, coordinator_epoch=3,
                               now_ms=NOW)
     log.append(idem(0, txn=True, pid=2), now_ms=NOW)
     for i in range(5):
@@ -267,7 +267,7 @@ def test_unclean_restart_rebuilds_state_and_txn_index_from_log(open_log, tmp_pat
         assert log.append(idem(2 * i), now_ms=NOW).duplicate
     log.append(idem(2, txn=True, pid=1), now_ms=NOW)
     with pytest.raises(TransactionCoordinatorFencedError):  # coordinator epoch 3 was replayed
-        log.append_control_marker(False, producer_id=1, producer_epoch=0, coordinator_epoch=2,
+        append_marker(log, False, producer_id=1, producer_epoch=0, coordinator_epoch=2,
                                   now_ms=NOW)
 
 
