@@ -10,16 +10,17 @@ transactional offsets of that producer in its group coordinator (handlers/transa
 Once every partition has its marker, CompleteCommit/CompleteAbort is appended to the
 transaction log.
 
-Markers go to the partitions' leaders at once, and to one leader one partition at a time, in
-partition order (Kafka batches the partitions of one leader into one request; one at a time
-keeps the fault point ``after_some_markers`` exact on a single node). Per-partition outcomes
-follow the completion handler:
+Markers go to the partitions' leaders at once, one request per leader with that leader's
+partitions in partition order, as Kafka's TxnMarkerQueue drains them -- except while the fault
+point ``after_some_markers`` is armed: then one partition a request, so that the point falls
+between two markers on a single node too. Per-partition outcomes follow the completion handler:
 - INVALID_PRODUCER_EPOCH / TRANSACTION_COORDINATOR_FENCED: stop, this transaction "can now be
   ignored" (it stays in Prepare* until a coordinator loads it again, as in Kafka);
 - the partition's topic is gone from the metadata: the partition is dropped from the transaction;
 - anything else (no leader yet, NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, a timeout, the leader
-  unreachable): retried after a backoff until it succeeds -- or until this broker is no longer
-  the coordinator at that epoch (the partition moved: the new coordinator writes the markers).
+  unreachable): retried after a backoff, to the leader it has then, until it succeeds -- or until
+  this broker is no longer the coordinator at that epoch (the partition moved: the new
+  coordinator writes the markers).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import logging
 import trio
 
 from ..cluster.network_client import InterBrokerClient, NetworkError
+from ..cluster.topics import by_topic
 from ..faults import AFTER_ALL_MARKERS, AFTER_COMPLETE, AFTER_SOME_MARKERS, FAULTS
 from ..protocol.errors import Errors
 from ..protocol.messages import API
@@ -44,12 +46,13 @@ __all__ = ["GROUP_METADATA_TOPIC", "TransactionMarkerChannelManager", "write_txn
 
 
 def write_txn_markers_request(commit: bool, producer_id: int, producer_epoch: int, coordinator_epoch: int,
-                              transaction_version: int, topic: str, partition: int):
-    """One marker for one partition, as a WriteTxnMarkers request body."""
+                              transaction_version: int, partitions: list[tuple[str, int]]):
+    """One marker for ``partitions``, as a WriteTxnMarkers request body."""
     R = API["WriteTxnMarkers"].Request
     M = R.WritableTxnMarker
     return R(markers=[M(producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=commit,
-                        topics=[M.WritableTxnMarkerTopic(name=topic, partition_indexes=[partition])],
+                        topics=[M.WritableTxnMarkerTopic(name=t, partition_indexes=ps)
+                                for t, ps in by_topic(partitions).items()],
                         coordinator_epoch=coordinator_epoch, transaction_version=transaction_version)])
 
 
@@ -114,11 +117,12 @@ class TransactionMarkerChannelManager:
 
     async def _write_to_one_leader(self, coordinator_epoch: int, commit: bool, md: TransactionMetadata, tps: list,
                                    total: int, progress: dict) -> None:
-        """The markers of the partitions one leader had when sending began, in order (each is
-        retried where its leader is now)."""
-        for tp in tps:
-            topic, index = tp
-            while True:
+        """The markers of the partitions one leader had when sending began: in one request (one
+        partition a request while after_some_markers is armed); a partition whose marker failed
+        is retried, where its leader is then."""
+        requests = [[tp] for tp in tps] if AFTER_SOME_MARKERS in FAULTS.names else [tps]
+        for pending in requests:
+            while pending:
                 if progress["stopped"]:
                     return
                 if not self._still_coordinator(md, coordinator_epoch):
@@ -126,45 +130,54 @@ class TransactionMarkerChannelManager:
                              coordinator_epoch)
                     progress["stopped"] = True
                     return
-                error = await self._send_marker(topic, index, commit, md, coordinator_epoch)
-                if error in (Errors.NONE, None):
-                    break
-                if error in _STOP:
-                    log.info("markers of %s stopped on %s-%d: %s", md.transactional_id, topic, index, error.name)
+                errors = await self._send_markers(pending, commit, md, coordinator_epoch)
+                for tp in pending:
+                    if errors[tp] in (Errors.NONE, None):
+                        md.remove_partition(tp)
+                        progress["written"] += 1
+                stop = [tp for tp in pending if errors[tp] in _STOP]
+                if stop:
+                    log.info("markers of %s stopped on %s-%d: %s", md.transactional_id, *stop[0], errors[stop[0]].name)
                     progress["stopped"] = True
                     return
-                log.info("marker for %s on %s-%d failed (%s); retrying", md.transactional_id, topic, index,
-                         error.name)
-                await trio.sleep(RETRY_BACKOFF_S)
-            md.remove_partition(tp)
-            progress["written"] += 1
+                pending = [tp for tp in pending if errors[tp] not in (Errors.NONE, None)]
+                if pending:
+                    log.info("markers for %s on %s failed (%s); retrying", md.transactional_id,
+                             ", ".join(f"{t}-{p}" for t, p in pending), errors[pending[0]].name)
+                    await trio.sleep(RETRY_BACKOFF_S)
             if FAULTS.armed and progress["written"] < total:
                 await FAULTS.reach(AFTER_SOME_MARKERS, f"{md.transactional_id} {progress['written']}/{total}")
 
-    async def _send_marker(self, topic: str, index: int, commit: bool, md: TransactionMetadata,
-                           coordinator_epoch: int) -> Errors | None:
-        """One WriteTxnMarkers to the partition's leader: its error; None when the partition's
-        topic is gone (the marker is not needed any more)."""
-        t = self.broker.topics.get(topic)
-        if t is None or not 0 <= index < len(t.partitions):
-            return None
-        leader = t.partitions[index].leader
-        if leader < 0 or not self.broker.replica_manager.broker_alive(leader):
-            return Errors.NOT_LEADER_OR_FOLLOWER
-        req = write_txn_markers_request(commit, md.producer_id, md.producer_epoch, coordinator_epoch,
-                                        md.client_transaction_version, topic, index)
-        try:
-            resp = await self.client.send(leader, "WriteTxnMarkers", WRITE_TXN_MARKERS_VERSION, req,
-                                          self.request_timeout_s)
-        except NetworkError as exc:
-            log.info("WriteTxnMarkers to broker %d: %s", leader, exc)
-            return Errors.NETWORK_EXCEPTION
-        for m in resp.markers:
-            for rt in m.topics:
-                for rp in rt.partitions:
-                    if (rt.name, rp.partition_index) == (topic, index):
-                        return Errors(rp.error_code)
-        return Errors.UNKNOWN_SERVER_ERROR
+    async def _send_markers(self, tps: list, commit: bool, md: TransactionMetadata,
+                            coordinator_epoch: int) -> dict[tuple[str, int], Errors | None]:
+        """One WriteTxnMarkers to each leader the partitions have now: each partition's error;
+        None where its topic is gone (the marker is not needed any more)."""
+        out: dict[tuple[str, int], Errors | None] = {}
+        by_leader: dict[int, list] = {}
+        for tp in tps:
+            t = self.broker.topics.get(tp[0])
+            if t is None or not 0 <= tp[1] < len(t.partitions):
+                out[tp] = None
+                continue
+            leader = t.partitions[tp[1]].leader
+            if leader < 0 or not self.broker.replica_manager.broker_alive(leader):
+                out[tp] = Errors.NOT_LEADER_OR_FOLLOWER
+                continue
+            by_leader.setdefault(leader, []).append(tp)
+        for leader, partitions in by_leader.items():
+            req = write_txn_markers_request(commit, md.producer_id, md.producer_epoch, coordinator_epoch,
+                                            md.client_transaction_version, partitions)
+            try:
+                resp = await self.client.send(leader, "WriteTxnMarkers", WRITE_TXN_MARKERS_VERSION, req,
+                                              self.request_timeout_s)
+            except NetworkError as exc:
+                log.info("WriteTxnMarkers to broker %d: %s", leader, exc)
+                out.update((tp, Errors.NETWORK_EXCEPTION) for tp in partitions)
+                continue
+            answered = {(rt.name, rp.partition_index): Errors(rp.error_code)
+                        for m in resp.markers for rt in m.topics for rp in rt.partitions}
+            out.update((tp, answered.get(tp, Errors.UNKNOWN_SERVER_ERROR)) for tp in partitions)
+        return out
 
     async def _write_completion(self, coordinator_epoch: int, md: TransactionMetadata,
                                 complete: TxnTransitMetadata) -> None:
