@@ -27,12 +27,11 @@ import time
 from typing import TYPE_CHECKING
 
 from . import handles
+from ..cluster.append import PartitionResponse, TransactionSupportedOperation, TxnVerification
 from ..cluster.partition import Partition
 from ..log.producer_state import AppendOrigin
 from ..protocol.codegen import ProtocolError
 from ..protocol.errors import Errors
-from ..server.add_partitions_manager import TransactionSupportedOperation, TxnVerification
-from ..server.replica_manager import PartitionResponse
 
 if TYPE_CHECKING:
     from ..server.broker import Broker

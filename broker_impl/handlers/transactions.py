@@ -19,6 +19,7 @@ from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
 from . import handles
+from ..cluster.append import TransactionSupportedOperation
 from ..cluster.topics import by_topic, validate_topic_name
 from ..coordinators.group_store import operation_error_to_response
 from ..coordinators.transaction_markers import GROUP_METADATA_TOPIC
@@ -26,7 +27,6 @@ from ..coordinators.transaction_metadata import TV_0, TV_2
 from ..log import records as rec
 from ..log.producer_state import AppendOrigin
 from ..protocol.errors import Errors, KafkaError
-from ..server.add_partitions_manager import TransactionSupportedOperation
 
 if TYPE_CHECKING:
     from ..server.broker import Broker

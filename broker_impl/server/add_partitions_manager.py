@@ -17,9 +17,7 @@ CONCURRENT_TRANSACTIONS for a while first), the group coordinator's rule for Txn
 
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass
-
+from ..cluster.append import TransactionSupportedOperation
 from ..cluster.network_client import InterBrokerClient, NetworkError
 from ..cluster.topics import by_topic
 from ..coordinators.transaction_log import TRANSACTION_STATE_TOPIC
@@ -27,39 +25,6 @@ from ..protocol.errors import Errors
 from ..protocol.messages import API
 
 VERSION = 5
-
-
-class TransactionSupportedOperation(enum.Enum):
-    """What a request's version lets the leader do with a partition the transaction does not
-    have yet, and which errors its client knows (Kafka's TransactionSupportedOperation)."""
-
-    DEFAULT_ERROR = 0            # Produce <= v10, TxnOffsetCommit <= v3: verify only, no TRANSACTION_ABORTABLE
-    GENERIC_ERROR_SUPPORTED = 1  # Produce v11, TxnOffsetCommit v4: verify only
-    ADD_PARTITION = 2            # Produce v12+, TxnOffsetCommit v5+ (TV2): the coordinator adds the partition
-
-    @classmethod
-    def for_produce(cls, version: int) -> TransactionSupportedOperation:
-        if version >= 12:
-            return cls.ADD_PARTITION
-        return cls.GENERIC_ERROR_SUPPORTED if version >= 11 else cls.DEFAULT_ERROR
-
-    @classmethod
-    def for_txn_offset_commit(cls, version: int) -> TransactionSupportedOperation:
-        if version >= 5:
-            return cls.ADD_PARTITION
-        return cls.GENERIC_ERROR_SUPPORTED if version >= 4 else cls.DEFAULT_ERROR
-
-    @property
-    def supports_epoch_bump(self) -> bool:
-        return self is TransactionSupportedOperation.ADD_PARTITION
-
-
-@dataclass(frozen=True)
-class TxnVerification:
-    """A request's transactional batches are to be verified: whose transaction, and how."""
-
-    transactional_id: str
-    operation: TransactionSupportedOperation
 
 
 class AddPartitionsToTxnManager:

@@ -25,11 +25,11 @@ epoch 0, nobody fetches from it, and acks=all returns at once (Partition.replica
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 import trio
 
+from ..cluster.append import PartitionResponse, TransactionSupportedOperation, TxnVerification
 from ..cluster.metadata_image import NO_LEADER, MetadataImage, PartitionRegistration
 from ..cluster.partition import Partition, now_ms
 from ..log import records as rec
@@ -44,7 +44,6 @@ from ..log.errors import (
 )
 from ..log.producer_state import AppendOrigin
 from ..protocol.errors import Errors, KafkaError
-from .add_partitions_manager import TransactionSupportedOperation, TxnVerification
 from .broker_lifecycle import ControllerUnavailable
 from .replica_fetcher import ReplicaFetcher
 
@@ -61,19 +60,6 @@ NOT_IN_TRANSACTION = "Partition was not added to the transaction"
 _RETRY_AS_NOT_ENOUGH_REPLICAS = frozenset({
     Errors.NETWORK_EXCEPTION, Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.COORDINATOR_NOT_AVAILABLE,
     Errors.NOT_COORDINATOR})
-
-
-@dataclass(slots=True)
-class PartitionResponse:
-    """One partition's answer to an append (Kafka's ProduceResponse.PartitionResponse): its error
-    and, once its records are in the log, where they went."""
-
-    error: Errors = Errors.NONE
-    base_offset: int = -1
-    last_offset: int = -1
-    log_append_time: int = -1
-    log_start_offset: int = -1
-    error_message: str | None = None
 
 
 class ReplicaManager:

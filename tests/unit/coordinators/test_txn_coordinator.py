@@ -12,7 +12,7 @@ import trio
 from broker_impl.coordinators.transaction import TxnResult
 from broker_impl.coordinators.transaction_metadata import TV_0, TV_2, TransactionState
 from broker_impl.protocol.errors import Errors
-from broker_impl.server.add_partitions_manager import TransactionSupportedOperation as Op
+from broker_impl.cluster.append import TransactionSupportedOperation as Op
 
 from tests.unit.coordinators.txn_helpers import eventually, open_txn, produce, run, settle, started
 from tests.unit.log.log_helpers import append_marker

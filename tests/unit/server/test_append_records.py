@@ -13,8 +13,8 @@ from broker_impl.coordinators.transaction_metadata import TV_2
 from broker_impl.log import records as rec
 from broker_impl.log.producer_state import AppendOrigin
 from broker_impl.protocol.errors import Errors
-from broker_impl.server.add_partitions_manager import TransactionSupportedOperation as Op
-from broker_impl.server.add_partitions_manager import TxnVerification
+from broker_impl.cluster.append import TransactionSupportedOperation as Op
+from broker_impl.cluster.append import TxnVerification
 from broker_impl.server.replica_manager import NOT_IN_TRANSACTION, verification_error_for_produce
 
 from tests.unit.coordinators.txn_helpers import open_txn, run, started
