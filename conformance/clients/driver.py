@@ -381,7 +381,10 @@ class BaseDriver:
         self.take_revoked()  # what was revoked before this op took nothing it returns
         while len(records) < max_records and not window.expired:
             batch = self.poll_once(consumer, max_records - len(records), window, errors)
-            records = without_partitions(records, self.revoked_before_batch()) + batch
+            gone = self.revoked_before_batch()
+            if gone:
+                records = without_partitions(records, gone)
+            records += batch
         # a library that rebalances in the background may have revoked some after the last batch
         records = without_partitions(self.drop_unsettled(records), self.take_revoked())
         data: dict[str, Any] = {"records": records}

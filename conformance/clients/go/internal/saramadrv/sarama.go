@@ -1177,10 +1177,20 @@ func (g *groupConsumer) poll(d *Driver, max int, window driver.Deadline) (map[st
 	timer := time.NewTimer(window.Remaining())
 	defer timer.Stop()
 loop:
-	for len(got) < max {
+	for {
+		// A session ends as a whole: got is filtered when a record of another session comes and
+		// when it is full (records of an ended session do not count), not at every record.
+		if len(got) >= max {
+			if got = liveOnly(got); len(got) >= max {
+				break
+			}
+		}
 		select {
 		case c := <-g.messages:
-			got = append(liveOnly(got), c)
+			if n := len(got); n > 0 && got[n-1].sess != c.sess {
+				got = liveOnly(got)
+			}
+			got = append(got, c)
 		case <-timer.C:
 			break loop
 		}
