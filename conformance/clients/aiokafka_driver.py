@@ -60,7 +60,7 @@ from typing import Any, Awaitable
 
 import aiokafka
 import aiokafka.errors as Errors
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
@@ -70,8 +70,8 @@ from aiokafka.structs import OffsetAndMetadata
 
 from conformance.clients.driver import (ASSIGNMENT_STRATEGY, LIBRARY_SLACK_S, POLL_STEP_S, PRODUCER_OPS,
                                         BaseDriver, Deadline, OpError, assignor_names, await_settled,
-                                        offset_spec, parse_config_value, python_kwargs, read_committed,
-                                        record_row, serve, timestamp_or_none)
+                                        enables_auto_commit, offset_spec, parse_config_value, python_kwargs,
+                                        read_committed, record_row, serve, timestamp_or_none)
 from conformance.clients.errors import kafka_code, kafka_name
 from conformance.clients.protocol import decode_bytes as _payload
 
@@ -128,6 +128,21 @@ def _offsets(rows: list[dict[str, Any]]) -> dict[TopicPartition, OffsetAndMetada
     return {_tp(r): OffsetAndMetadata(int(r["offset"]), r.get("metadata") or "") for r in rows}
 
 
+class RevocationListener(ConsumerRebalanceListener):
+    """Tells ``poll`` which partitions a rebalance took (BaseDriver.op_poll). aiokafka calls it on its
+    loop before it rejoins, with every partition (it rebalances eagerly, and a partition assigned
+    back starts again at the committed offset)."""
+
+    def __init__(self, driver: BaseDriver) -> None:
+        self.driver = driver
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        self.driver.note_revoked(revoked)
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        pass
+
+
 class LoopThread:
     """One asyncio loop in a daemon thread; ``run`` executes a coroutine there within a deadline."""
 
@@ -170,6 +185,8 @@ class AiokafkaDriver(BaseDriver):
         self.offset_readers: dict[str, AIOKafkaConsumer] = {}
         #: the running poll op's deadline (poll_once waits for getmany until it)
         self.poll_deadline: Deadline | None = None
+        #: the partitions revoked before the last getmany's records were read (taken on the loop)
+        self.revoked_before: set[tuple[str, int]] = set()
 
     def hello_data(self) -> dict[str, Any]:
         return {"client": "aiokafka", "library": "aiokafka", "library_version": aiokafka.__version__,
@@ -244,6 +261,7 @@ class AiokafkaDriver(BaseDriver):
         self._ensure_new("consumer")
         kw = self._client_kwargs(args)
         self.consumer = self.aio.call(lambda: AIOKafkaConsumer(**kw), deadline)
+        self.auto_commit = enables_auto_commit(args.get("config"))
         self.consumer_started = False
         self.group_id = kw.get("group_id")
         self.pending_seeks = {}
@@ -361,7 +379,8 @@ class AiokafkaDriver(BaseDriver):
     # -- consume -----------------------------------------------------------------------------------
     def op_subscribe(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
         consumer = self._started_consumer(deadline)
-        self.aio.call(lambda: consumer.subscribe(list(args["topics"])), deadline)
+        listener = RevocationListener(self)
+        self.aio.call(lambda: consumer.subscribe(list(args["topics"]), listener=listener), deadline)
         return {}
 
     def op_assign(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
@@ -389,11 +408,21 @@ class AiokafkaDriver(BaseDriver):
         # not the poll window's end: records it took from aiokafka's buffer and the driver stopped
         # waiting for would be lost -- their positions have moved on (measured on a loaded
         # machine: a getmany answering 0.8 s after its window lost a partition's records).
-        batch = self.aio.run(consumer.getmany(timeout_ms=wait_ms, max_records=max_records),
-                             self.poll_deadline or window)
+        # aiokafka rebalances in the background, on its loop: the revocations are taken there, as
+        # getmany returns -- its records were read after those (getmany reads none while a
+        # reassignment is in progress) and before any later one.
+        async def getmany() -> tuple[dict[TopicPartition, list[Any]], set[tuple[str, int]]]:
+            got = await consumer.getmany(timeout_ms=wait_ms, max_records=max_records)
+            return got, self.take_revoked()
+
+        batch, self.revoked_before = self.aio.run(getmany(), self.poll_deadline or window)
         return [record_row(r.topic, r.partition, r.offset, r.key, r.value, list(r.headers or ()),
                            timestamp_or_none(r.timestamp))
                 for records in batch.values() for r in records]
+
+    def revoked_before_batch(self) -> set[tuple[str, int]]:
+        gone, self.revoked_before = self.revoked_before, set()
+        return gone
 
     def op_commit(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
         consumer = self._started_consumer(deadline)

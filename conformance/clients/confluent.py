@@ -19,8 +19,8 @@ from confluent_kafka import (Consumer, IsolationLevel, KafkaError, KafkaExceptio
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from conformance.clients.driver import (ASSIGNMENT_STRATEGY, POLL_STEP_S, BaseDriver, Deadline, OpError,
-                                        ReportedError, assignor_names, offset_spec, read_committed, record_row,
-                                        serve, timestamp_or_none)
+                                        ReportedError, assignor_names, enables_auto_commit, offset_spec,
+                                        read_committed, record_row, serve, timestamp_or_none)
 from conformance.clients.errors import kafka_code, kafka_name
 from conformance.clients.protocol import decode_bytes
 
@@ -91,6 +91,9 @@ class ConfluentDriver(BaseDriver):
         self.producer: Producer | None = None
         self.consumer: Consumer | None = None
         self.admin: AdminClient | None = None
+        #: The partitions the group assigned to a subscribed consumer, as its rebalance callbacks
+        #: tell (None: not subscribed).
+        self.owned: set[tuple[str, int]] | None = None
 
     def hello_data(self) -> dict[str, Any]:
         return {"client": "confluent", "library": "librdkafka", "library_version": confluent_kafka.libversion()[0],
@@ -134,13 +137,15 @@ class ConfluentDriver(BaseDriver):
         config.setdefault("enable.partition.eof", False)
         if ASSIGNMENT_STRATEGY in config:
             # Java's class names -> librdkafka's assignor names (the JoinGroup protocol names);
-            # group.instance.id is librdkafka's own property. Without callbacks on subscribe,
-            # confluent-kafka's rebalance handler calls incremental_assign/unassign itself under
-            # the COOPERATIVE protocol, so a cooperative rebalance keeps the retained partitions.
+            # group.instance.id is librdkafka's own property. The driver's rebalance callbacks
+            # (op_subscribe) never assign: confluent-kafka's rebalance handler then calls
+            # incremental_assign/unassign itself under the COOPERATIVE protocol (assign/unassign
+            # under EAGER), so a cooperative rebalance keeps the retained partitions.
             config[ASSIGNMENT_STRATEGY] = ",".join(assignor_names(
                 config[ASSIGNMENT_STRATEGY], LIBRDKAFKA_ASSIGNORS,
                 f"librdkafka {confluent_kafka.libversion()[0]} has no such assignor"))
         self.consumer = Consumer(config)
+        self.auto_commit = enables_auto_commit(args.get("config"))
         return {"client_id": (args.get("config") or {}).get("client.id")}
 
     def op_create_admin(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
@@ -247,6 +252,24 @@ class ConfluentDriver(BaseDriver):
         return {"deliveries": deliveries}
 
     # -- consume -----------------------------------------------------------------------------------
+    def op_subscribe(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
+        """subscribe with rebalance callbacks that only record what the group assigned and took:
+        librdkafka runs them inside the application's poll, and confluent-kafka's handler then makes
+        the assign()/unassign() call itself (incremental under COOPERATIVE), as without callbacks
+        (Consumer_rebalance_cb's fallback when the callback assigned nothing)."""
+        self.owned = set()
+
+        def on_assign(consumer: Any, parts: list[TopicPartition]) -> None:
+            self.owned.update((p.topic, p.partition) for p in parts)
+
+        def on_revoke(consumer: Any, parts: list[TopicPartition]) -> None:
+            self.owned.difference_update((p.topic, p.partition) for p in parts)
+            self.note_revoked(parts)
+
+        self._consumer().subscribe(list(args["topics"]), on_assign=on_assign, on_revoke=on_revoke,
+                                   on_lost=on_revoke)
+        return {}
+
     def op_assign(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
         parts = []
         for p in args["partitions"]:
@@ -259,21 +282,29 @@ class ConfluentDriver(BaseDriver):
 
     def poll_once(self, consumer: Any, max_records: int, window: Deadline,
                   errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        records = []
-        for msg in consumer.consume(num_messages=max_records, timeout=min(POLL_STEP_S, window.remaining())):
-            err = msg.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    continue
+        """One poll(), one message at most. librdkafka serves rebalance callbacks inside
+        poll()/consume(), and one consume() batch can hold records read before a revocation and
+        after the reassignment (its fetch-queue barrier drops the old ones only when the barrier
+        is served before the batch ends), so the driver reads one message per call: each is read
+        after every callback before it (BaseDriver.op_poll)."""
+        msg = consumer.poll(min(POLL_STEP_S, window.remaining()))
+        if msg is None:
+            return []
+        err = msg.error()
+        if err is not None:
+            if err.code() != KafkaError._PARTITION_EOF:
                 info = normalise_kafka_error(err)
                 if info["fatal"]:
                     raise KafkaException(err)
                 errors.append(info)
-                continue
-            ts_type, ts = msg.timestamp()
-            records.append(record_row(msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(),
-                                      msg.headers(), ts if ts_type != confluent_kafka.TIMESTAMP_NOT_AVAILABLE else None))
-        return records
+            return []
+        if self.owned is not None and (msg.topic(), msg.partition()) not in self.owned:
+            # fetched before a revocation, not yet dropped by librdkafka (its barrier op is served
+            # by the broker thread after the unassign)
+            return []
+        ts_type, ts = msg.timestamp()
+        return [record_row(msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(),
+                           msg.headers(), ts if ts_type != confluent_kafka.TIMESTAMP_NOT_AVAILABLE else None)]
 
     def op_commit(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
         consumer = self._consumer()

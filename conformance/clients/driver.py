@@ -137,6 +137,19 @@ def record_row(topic: str, partition: int, offset: int, key: bytes | None, value
             "timestamp_ms": timestamp_ms}
 
 
+def enables_auto_commit(config: dict[str, Any] | None) -> bool:
+    """Whether a consumer of these (Java-named) properties commits on its own: enable.auto.commit,
+    whose default is true in every client library."""
+    return parse_config_value((config or {}).get("enable.auto.commit", True)) is True
+
+
+def without_partitions(records: list[dict[str, Any]], gone: set[tuple[str, int]]) -> list[dict[str, Any]]:
+    """The records (``record_row``) not of these (topic, partition), in their order."""
+    if not gone:
+        return records
+    return [r for r in records if (r["topic"], r["partition"]) not in gone]
+
+
 def offset_spec(args: dict[str, Any], *, earliest: Any, latest: Any, at: Callable[[int], Any]) -> Any:
     """list_offsets' ``spec`` (earliest|latest|timestamp with ``timestamp_ms``) as the library's value."""
     name = args.get("spec", "latest")
@@ -235,6 +248,13 @@ class BaseDriver:
         self.admin: Any = None
         #: bootstrap.servers of the producer/consumer: create_admin's default.
         self.bootstrap: str | None = None
+        #: Partitions (topic, partition) the group took from the consumer since ``poll`` last looked:
+        #: a driver's rebalance listener adds them (``note_revoked``), ``poll`` takes them.
+        self._revoked: set[tuple[str, int]] = set()
+        self._revoked_lock = threading.Lock()
+        #: The consumer commits on its own (enable.auto.commit, true unless said otherwise in every
+        #: library): ``poll`` then drops nothing (``note_revoked``). Set by create_consumer.
+        self.auto_commit = False
 
     # -- the library objects an op needs ------------------------------------------------------------
     def _admin(self, deadline: Deadline) -> Any:
@@ -277,8 +297,44 @@ class BaseDriver:
     def poll_once(self, consumer: Any, max_records: int, window: Deadline,
                   errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """One library poll of at most ``max_records`` (see ``record_row``), waiting at most
-        ``POLL_STEP_S`` of the window; non-fatal errors the library hands out as data go to ``errors``."""
+        ``POLL_STEP_S`` of the window; non-fatal errors the library hands out as data go to ``errors``.
+        Its records are of one generation: read after every revocation ``revoked_before_batch``
+        gives."""
         raise NotImplementedError
+
+    # -- rebalances inside poll ---------------------------------------------------------------------
+    def note_revoked(self, parts: Any) -> None:
+        """The driver's rebalance listener: the group took these partitions (objects with
+        ``topic``/``partition``) from the consumer -- revoked or lost.
+
+        Not with enable.auto.commit: the library commits the positions of what it handed out --
+        the records ``poll`` gathered too -- as it rebalances (Java's, kafka-python's and
+        aiokafka's onJoinPrepare, librdkafka's unassign, KafkaJS's rejoin) and every
+        auto.commit.interval.ms, so their next owner starts after them and dropping them would lose
+        them (measured: every such driver lost all it gathered, tests/integration/clients/
+        test_poll_rebalance.py). Kept, they are read at least once, as auto-commit promises."""
+        if self.auto_commit:
+            return
+        with self._revoked_lock:
+            self._revoked.update((p.topic, int(p.partition)) for p in parts)
+
+    def take_revoked(self) -> set[tuple[str, int]]:
+        """The partitions noted revoked since the last take."""
+        with self._revoked_lock:
+            gone, self._revoked = self._revoked, set()
+        return gone
+
+    def drop_unsettled(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """As ``poll`` answers: its records without those of partitions a rebalance still in
+        progress may yet take away (none by default: the rebalance listener tells revocations)."""
+        return records
+
+    def revoked_before_batch(self) -> set[tuple[str, int]]:
+        """Right after ``poll_once``: the partitions revoked before its records were read. A library
+        that rebalances only inside its poll call, on the op thread (librdkafka, kafka-python), has
+        none revoked in between: everything noted so far. A driver whose library rebalances in the
+        background takes the revoked set where the batch was read (aiokafka: on its loop)."""
+        return self.take_revoked()
 
     # -- shared ops --------------------------------------------------------------------------------
     def implemented_ops(self) -> list[str]:
@@ -307,14 +363,30 @@ class BaseDriver:
         return {}
 
     def op_poll(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
-        """Poll until ``max_records`` came or ``timeout_ms`` (bounded by the deadline) is spent."""
+        """Poll until ``max_records`` came or ``timeout_ms`` (bounded by the deadline) is spent.
+
+        The group may rebalance between two library polls. The records gathered before from the
+        partitions it revoked (an eager rebalance revokes all, assigning some back from the
+        committed offset) are the old generation's: their next owner, or this consumer, reads them
+        again, and returning both would hand them out twice (a copier copies them twice). So they
+        are dropped, as the Java driver drops them: what one ``poll`` returns is of one generation
+        per partition, as one KafkaConsumer.poll() is. Nothing is lost: they were not committed (the
+        new owner starts at the committed offset) -- unless the library auto-commits, which commits
+        them, and then they are kept (``note_revoked``)."""
         consumer = self._consumer()
         max_records = int(args.get("max_records", 500))
         window = Deadline(min(float(args.get("timeout_ms", 1000)), deadline.remaining_ms()))
         records: list[dict[str, Any]] = []
         errors: list[dict[str, Any]] = []
+        self.take_revoked()  # what was revoked before this op took nothing it returns
         while len(records) < max_records and not window.expired:
-            records += self.poll_once(consumer, max_records - len(records), window, errors)
+            batch = self.poll_once(consumer, max_records - len(records), window, errors)
+            gone = self.revoked_before_batch()
+            if gone:
+                records = without_partitions(records, gone)
+            records += batch
+        # a library that rebalances in the background may have revoked some after the last batch
+        records = without_partitions(self.drop_unsettled(records), self.take_revoked())
         data: dict[str, Any] = {"records": records}
         if errors:
             data["errors"] = errors

@@ -12,11 +12,13 @@ accept an abort. kafka-python wraps an earlier transactional error in a bare ``K
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
 
 import kafka
 import kafka.errors as Errors
-from kafka import IsolationLevel, KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import (ConsumerRebalanceListener, IsolationLevel, KafkaAdminClient, KafkaConsumer, KafkaProducer,
+                   TopicPartition)
 from kafka.admin import OffsetSpec
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.coordinator.assignors.range import RangePartitionAssignor
@@ -25,8 +27,9 @@ from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAs
 from kafka.structs import OffsetAndMetadata
 
 from conformance.clients.driver import (ASSIGNMENT_STRATEGY, POLL_STEP_S, PRODUCER_OPS, BaseDriver, Deadline,
-                                        OpError, assignor_names, await_settled, offset_spec, python_kwargs,
-                                        read_committed, record_row, serve, timestamp_or_none)
+                                        OpError, assignor_names, await_settled, enables_auto_commit, offset_spec,
+                                        python_kwargs, read_committed, record_row, serve, timestamp_or_none,
+                                        without_partitions)
 from conformance.clients.errors import kafka_code, kafka_name
 from conformance.clients.protocol import decode_bytes as _payload
 
@@ -83,6 +86,47 @@ def _await_error_state(tm: Any) -> None:
     await_settled(lambda: tm.has_abortable_error() or tm.has_fatal_error())
 
 
+class RevocationListener(ConsumerRebalanceListener):
+    """Tells ``poll`` which partitions a rebalance took from the consumer (BaseDriver.op_poll).
+    kafka-python runs it on its IO loop while the application's poll() waits for the rejoin, and
+    reads the records of that poll() after it.
+
+    Under the EAGER protocol kafka-python revokes every partition before it rejoins but keeps the
+    position of each partition assigned back (``assign_from_subscribed`` preserves its state: it
+    does not restart from the committed offset, as Java does): the records it reads next continue
+    those gathered before, and nobody else read them in between, so those are kept -- dropping
+    them would lose them. So a partition revoked while kafka-python still holds it is held until
+    the assignment: given back, its records stay; given to another member, they go. A partition
+    revoked after kafka-python dropped it (COOPERATIVE: at the assignment) or lost (kafka-python
+    drops every position) goes at once."""
+
+    def __init__(self, driver: KafkaPythonDriver, consumer: KafkaConsumer) -> None:
+        self.driver = driver
+        self.consumer = consumer
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        held = self.consumer.assignment() or set()
+        with self.driver.held_lock:
+            self.driver.held.update(tp for tp in revoked if tp in held)
+        self.driver.note_revoked([tp for tp in revoked if tp not in held])
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        with self.driver.held_lock:
+            held, self.driver.held = self.driver.held, set()
+            rewind, self.driver.rewind = self.driver.rewind, {}
+            for tp, offset in rewind.items():
+                if tp in assigned:
+                    self.consumer.seek(tp, offset)
+        self.driver.note_revoked([tp for tp in held if tp not in assigned])
+
+    def on_partitions_lost(self, lost: Any) -> None:
+        with self.driver.held_lock:
+            self.driver.held.difference_update(lost)
+            for tp in lost:
+                self.driver.rewind.pop(tp, None)
+        self.driver.note_revoked(lost)
+
+
 class KafkaPythonDriver(BaseDriver):
     client_name = "kafka-python"
 
@@ -91,6 +135,12 @@ class KafkaPythonDriver(BaseDriver):
         self.producer: KafkaProducer | None = None
         self.consumer: KafkaConsumer | None = None
         self.admin: KafkaAdminClient | None = None
+        # A rebalance under the EAGER protocol (RevocationListener): the partitions it revoked while
+        # kafka-python still holds their positions, and of those, where `poll` dropped records
+        # (the first offset it dropped) before the new assignment came.
+        self.held: set[TopicPartition] = set()
+        self.rewind: dict[TopicPartition, int] = {}
+        self.held_lock = threading.Lock()
 
     def hello_data(self) -> dict[str, Any]:
         return {"client": "kafka-python", "library": "kafka-python", "library_version": kafka.__version__,
@@ -160,6 +210,7 @@ class KafkaPythonDriver(BaseDriver):
     def op_create_consumer(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
         self._ensure_new("consumer")
         self.consumer = KafkaConsumer(**self._client_kwargs(args, deadline, consumer=True))
+        self.auto_commit = enables_auto_commit(args.get("config"))
         return {"client_id": self.consumer.config.get("client_id")}
 
     def op_create_admin(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
@@ -244,6 +295,28 @@ class KafkaPythonDriver(BaseDriver):
         return {"deliveries": deliveries}
 
     # -- consume -----------------------------------------------------------------------------------
+    def op_subscribe(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
+        consumer = self._consumer()
+        # with enable.auto.commit poll drops nothing (BaseDriver.note_revoked): no listener
+        listener = None if self.auto_commit else RevocationListener(self, consumer)
+        consumer.subscribe(list(args["topics"]), listener=listener)
+        return {}
+
+    def drop_unsettled(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The op ends while an eager rebalance is still in progress (its poll's timeout ended
+        during the JoinGroup/SyncGroup, which kafka-python finishes in the background): the held
+        partitions may move to another member, so their records are not handed out; if they come
+        back, the listener seeks them to the first record dropped (kafka-python keeps its
+        position past them)."""
+        with self.held_lock:
+            gone = set()
+            for r in records:
+                tp = TopicPartition(r["topic"], r["partition"])
+                if tp in self.held:
+                    gone.add((tp.topic, tp.partition))
+                    self.rewind[tp] = min(self.rewind.get(tp, r["offset"]), r["offset"])
+        return without_partitions(records, gone)
+
     def op_assign(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
         consumer = self._consumer()
         parts = [_tp(p) for p in args["partitions"]]

@@ -48,7 +48,15 @@
  *   an eachBatch callback. The driver buffers the batches KafkaJS hands it and `poll` takes
  *   records from that buffer (resolving each record's offset in KafkaJS as it is taken, so the
  *   next fetch resumes after the last record polled; a batch's callback returns once all of it was
- *   polled). `subscribe` joins the consumer's group.id, with KafkaJS's own RoundRobinAssigner
+ *   polled). KafkaJS rebalances in the background and every rejoin (joinAndSync) starts a new
+ *   offset manager, so the next fetch resumes at the group's committed offset, not after the
+ *   records resolved: a record the driver took before is read again, by this member or by the
+ *   partition's new owner. So each buffered batch carries the generation it was fetched in (an
+ *   epoch: a rebalance signal -- KafkaJS's REBALANCING event, a heartbeat in eachBatch failing
+ *   with a rejoin error -- and GROUP_JOIN end one); `poll` takes no record from a batch of an
+ *   ended epoch (nor resolves one: its resolveOffset would move the new generation's offsets) and
+ *   drops the records it took from one, so one `poll` returns records of one generation, as one
+ *   KafkaConsumer.poll() does. `subscribe` joins the consumer's group.id, with KafkaJS's own RoundRobinAssigner
  *   (protocol "RoundRobinAssigner") unless partition.assignment.strategy names Java's range or
  *   roundrobin, which assigners.js implements as Java computes them, under Java's protocol names,
  *   so that KafkaJS can share a group with the other clients. KafkaJS has no manual assignment, so
@@ -110,6 +118,8 @@ const MAX_CAUSES = 10
 const ASSIGN_JOIN_WAIT_MS = 8000
 // Batches of different partitions KafkaJS may hand over at once (its partitionsConsumedConcurrently).
 const BATCHES_AT_ONCE = 16
+// The errors after which KafkaJS's runner rejoins the group (its isRebalancing, and UNKNOWN_MEMBER_ID).
+const REJOIN_TYPES = new Set(['REBALANCE_IN_PROGRESS', 'NOT_COORDINATOR_FOR_GROUP', 'ILLEGAL_GENERATION', 'UNKNOWN_MEMBER_ID'])
 
 function causes (err) {
   const out = []
@@ -281,6 +291,8 @@ class KafkaJSDriver {
       assigned: [], // [{topic, partition}]
       positions: new Map(), // tpKey -> next offset
       buffer: [], // batches handed over by eachBatch, oldest first
+      epoch: 0, // the group generation the driver takes records of (see the module docstring)
+      rejoining: false, // between a rebalance signal and the GROUP_JOIN that ends it
       arrived: deferred(),
       errors: [],
       joined: deferred(),
@@ -549,6 +561,8 @@ class KafkaJSDriver {
 
   kafkaConsumer (c, options) {
     const kc = c.kafka.consumer({ partitionAssigners: [captureCluster(c)], ...options })
+    kc.on(kc.events.REBALANCING, () => this.endEpoch(c, true))
+    kc.on(kc.events.GROUP_JOIN, () => this.endEpoch(c, false))
     kc.on(kc.events.END_BATCH_PROCESS, ({ payload }) => {
       if (payload.batchSize === 0) this.advance(c, payload.topic, payload.partition, Number(payload.lastOffset) + 1)
     })
@@ -556,6 +570,16 @@ class KafkaJSDriver {
       c.errors.push({ ...this.normalise(payload.error, 'poll'), restart: payload.restart })
     })
     return kc
+  }
+
+  /** The generation the buffered batches were fetched in has ended (a rebalance signal, or the
+   * GROUP_JOIN of a new one: `rejoining` says which). The next one starts a new offset manager:
+   * each partition starts again at the committed offset, so the positions of the records poll took
+   * go (position answers from the committed offset, startOffsets). */
+  endEpoch (c, rejoining) {
+    c.epoch++
+    c.rejoining = rejoining
+    if (c.mode === 'subscribe') c.positions.clear()
   }
 
   advance (c, topic, partition, next) {
@@ -570,16 +594,33 @@ class KafkaJSDriver {
       partitionsConsumedConcurrently: BATCHES_AT_ONCE,
       eachBatch: async ({ batch, resolveOffset, heartbeat, isRunning, isStale }) => {
         if (!batch.messages.length) return
-        const entry = { topic: batch.topic, partition: batch.partition, records: batch.messages, taken: 0, lastOffset: Number(batch.lastOffset()), resolveOffset, done: deferred() }
+        // a batch handed over while the group rejoins is of the ended generation (epoch -1: never taken)
+        const entry = { topic: batch.topic, partition: batch.partition, records: batch.messages, taken: 0, lastOffset: Number(batch.lastOffset()), resolveOffset, isStale, epoch: c.rejoining ? -1 : c.epoch, done: deferred() }
         c.buffer.push(entry)
         c.arrived.resolve()
-        while (entry.taken < entry.records.length && isRunning() && !isStale() && this.consumer === c) {
-          const polled = await Promise.race([entry.done.promise.then(() => true), sleep(1000).then(() => false)])
-          if (!polled) await heartbeat()
+        try {
+          while (entry.taken < entry.records.length && isRunning() && !isStale() && this.consumer === c && entry.epoch === c.epoch) {
+            const polled = await Promise.race([entry.done.promise.then(() => true), sleep(1000).then(() => false)])
+            if (!polled) {
+              try {
+                await heartbeat()
+              } catch (err) {
+                // KafkaJS rejoins after this error (the runner's REBALANCING follows once every batch returned)
+                if (causes(err).some(e => REJOIN_TYPES.has(e.type))) this.endEpoch(c, true)
+                throw err
+              }
+            }
+          }
+        } finally {
+          c.buffer = c.buffer.filter(b => b !== entry)
         }
-        c.buffer = c.buffer.filter(b => b !== entry)
       }
     })
+  }
+
+  /** Whether poll may take records of this buffered batch: of the running generation, no seek pending. */
+  takable (c, entry) {
+    return entry.epoch === c.epoch && !entry.isStale()
   }
 
   async op_poll (args, deadline) {
@@ -587,12 +628,19 @@ class KafkaJSDriver {
     if (!c.mode) throw new OpError('ILLEGAL_STATE', 'poll: the consumer has neither a subscription nor an assignment')
     const max = Number(args.max_records === undefined ? 500 : args.max_records)
     const end = Date.now() + Math.min(Number(args.timeout_ms === undefined ? 1000 : args.timeout_ms), deadline.remainingMs())
-    const records = []
-    while (records.length < max && Date.now() < end) {
+    // [record row, the epoch of its batch]: a row whose epoch ended is dropped (module docstring) --
+    // unless KafkaJS auto-commits (its default): it commits the offsets resolved, these rows' too, as
+    // it rejoins and every autoCommitInterval, so the next generation starts after them and dropping
+    // them would lose them (driver.py BaseDriver.note_revoked)
+    const autoCommits = c.mode === 'subscribe' && c.run.autoCommit !== false
+    const current = ([, epoch]) => autoCommits || epoch === c.epoch
+    let taken = []
+    while (taken.length < max && Date.now() < end) {
       for (const entry of c.buffer) {
-        while (entry.taken < entry.records.length && records.length < max) {
+        if (!this.takable(c, entry)) continue
+        while (entry.taken < entry.records.length && taken.length < max) {
           const m = entry.records[entry.taken++]
-          records.push(recordRow(entry.topic, entry.partition, m))
+          taken.push([recordRow(entry.topic, entry.partition, m), entry.epoch])
           entry.resolveOffset(m.offset)
           this.advance(c, entry.topic, entry.partition, Number(m.offset) + 1)
         }
@@ -602,12 +650,14 @@ class KafkaJSDriver {
           this.advance(c, entry.topic, entry.partition, entry.lastOffset + 1)
           entry.done.resolve()
         }
-        if (records.length >= max) break
+        if (taken.length >= max) break
       }
-      if (records.length >= max) break
+      if (taken.length >= max) break
       c.arrived = deferred()
       await Promise.race([c.arrived.promise, sleep(Math.min(200, end - Date.now()))])
+      taken = taken.filter(current)
     }
+    const records = taken.filter(current).map(([row]) => row)
     if (c.mode === 'assign' && c.run.autoCommit && Date.now() - c.lastAutoCommit >= (c.run.autoCommitInterval || 5000)) {
       c.lastAutoCommit = Date.now()
       await this.commitAssigned(c, this.positionRows(c))

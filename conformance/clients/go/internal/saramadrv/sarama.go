@@ -1046,12 +1046,24 @@ func (d *Driver) Committed(a driver.Args, dl driver.Deadline) (map[string]any, e
 type groupConsumer struct {
 	cg       sarama.ConsumerGroup
 	cancel   context.CancelFunc
-	messages chan *sarama.ConsumerMessage
+	messages chan claimed
 	mu       sync.Mutex
 	session  sarama.ConsumerGroupSession
 	next     map[string]map[int32]int64
 	errs     []error
 }
+
+// claimed is a record of a claim and the session (the group generation) that claimed it. Sarama
+// rebalances in the background: a rebalance ends the session (its context is done) and revokes
+// every claim, and the next session starts each partition it claims at the group's committed
+// offset, so a record of an ended session is read again -- by this member or by the partition's
+// new owner.
+type claimed struct {
+	msg  *sarama.ConsumerMessage
+	sess sarama.ConsumerGroupSession
+}
+
+func (c claimed) live() bool { return c.sess.Context().Err() == nil }
 
 func (g *groupConsumer) Setup(s sarama.ConsumerGroupSession) error {
 	g.mu.Lock()
@@ -1068,6 +1080,18 @@ func (g *groupConsumer) Cleanup(sarama.ConsumerGroupSession) error {
 }
 
 func (g *groupConsumer) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	// The position starts again where the session starts the partition: the committed offset
+	// (Sarama's initial-offset sentinel when none was committed: unknown until a record comes).
+	g.mu.Lock()
+	if g.next[claim.Topic()] == nil {
+		g.next[claim.Topic()] = map[int32]int64{}
+	}
+	if off := claim.InitialOffset(); off >= 0 {
+		g.next[claim.Topic()][claim.Partition()] = off
+	} else {
+		delete(g.next[claim.Topic()], claim.Partition())
+	}
+	g.mu.Unlock()
 	for {
 		select {
 		case msg, ok := <-claim.Messages():
@@ -1075,7 +1099,7 @@ func (g *groupConsumer) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama
 				return nil
 			}
 			select {
-			case g.messages <- msg:
+			case g.messages <- claimed{msg, s}:
 			case <-s.Context().Done():
 				return nil
 			}
@@ -1119,7 +1143,7 @@ func (d *Driver) Subscribe(a driver.Args, dl driver.Deadline) (map[string]any, e
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	g := &groupConsumer{cg: cg, cancel: cancel, messages: make(chan *sarama.ConsumerMessage),
+	g := &groupConsumer{cg: cg, cancel: cancel, messages: make(chan claimed),
 		next: map[string]map[int32]int64{}}
 	go func() {
 		for ctx.Err() == nil {
@@ -1142,31 +1166,50 @@ func (d *Driver) Subscribe(a driver.Args, dl driver.Deadline) (map[string]any, e
 	return map[string]any{}, nil
 }
 
+// poll gathers records until max or the window ends. A record whose session ended meanwhile is
+// dropped, and never marked: the group rebalanced and took its partition (Sarama ends the session
+// on every rebalance and revokes every claim), the next session reads it again from the committed
+// offset, and returning both would hand it out twice (a copier would copy it twice). What one poll
+// returns is then of one session -- one generation -- as one KafkaConsumer.poll() is. The
+// positions (and, with enable.auto.commit, the marks) are those of the records returned.
 func (g *groupConsumer) poll(d *Driver, max int, window driver.Deadline) (map[string]any, error) {
-	records := []any{}
+	got := []claimed{}
 	timer := time.NewTimer(window.Remaining())
 	defer timer.Stop()
 loop:
-	for len(records) < max {
+	for {
+		// A session ends as a whole: got is filtered when a record of another session comes and
+		// when it is full (records of an ended session do not count), not at every record.
+		if len(got) >= max {
+			if got = liveOnly(got); len(got) >= max {
+				break
+			}
+		}
 		select {
-		case msg := <-g.messages:
-			records = append(records, row(msg))
-			g.mu.Lock()
-			if g.next[msg.Topic] == nil {
-				g.next[msg.Topic] = map[int32]int64{}
+		case c := <-g.messages:
+			if n := len(got); n > 0 && got[n-1].sess != c.sess {
+				got = liveOnly(got)
 			}
-			g.next[msg.Topic][msg.Partition] = msg.Offset + 1
-			if g.session != nil && d.autoCommit {
-				g.session.MarkMessage(msg, "")
-			}
-			g.mu.Unlock()
+			got = append(got, c)
 		case <-timer.C:
 			break loop
 		}
 	}
-	data := map[string]any{"records": records}
+	got = liveOnly(got)
+	records := []any{}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	for _, c := range got {
+		records = append(records, row(c.msg))
+		if g.next[c.msg.Topic] == nil {
+			g.next[c.msg.Topic] = map[int32]int64{}
+		}
+		g.next[c.msg.Topic][c.msg.Partition] = c.msg.Offset + 1
+		if d.autoCommit {
+			c.sess.MarkMessage(c.msg, "")
+		}
+	}
+	data := map[string]any{"records": records}
 	if len(g.errs) > 0 {
 		errs := []any{}
 		for _, err := range g.errs {
@@ -1176,6 +1219,17 @@ loop:
 		g.errs = nil
 	}
 	return data, nil
+}
+
+// liveOnly keeps the records whose session is still running, in their order.
+func liveOnly(got []claimed) []claimed {
+	kept := got[:0]
+	for _, c := range got {
+		if c.live() {
+			kept = append(kept, c)
+		}
+	}
+	return kept
 }
 
 func (g *groupConsumer) position(tps []driver.TopicPartition) (map[string]any, error) {

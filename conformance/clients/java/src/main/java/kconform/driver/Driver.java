@@ -98,6 +98,11 @@ public final class Driver {
     // Partitions the group's rebalances took from the consumer (its listener, called inside
     // KafkaConsumer.poll) since the poll op last looked.
     private final Set<TopicPartition> revoked = Collections.synchronizedSet(new HashSet<>());
+    // The consumer commits on its own (enable.auto.commit, true by default): poll then drops nothing
+    // -- KafkaConsumer commits the positions of all it returned, the records poll gathered too, as it
+    // rebalances (onJoinPrepare) and every auto.commit.interval.ms, so their next owner starts after
+    // them and dropping them would lose them (tests/integration/clients/test_poll_rebalance.py).
+    private boolean consumerAutoCommits = false;
 
     /** A failure the driver decides (not thrown by kafka-clients). */
     static final class OpError extends RuntimeException {
@@ -301,7 +306,9 @@ public final class Driver {
 
     private JsonNode createConsumer(JsonNode a) {
         ensureNew(consumer, "consumer");
-        consumer = new KafkaConsumer<>(clientProps(a), new ByteArrayDeserializer(), new ByteArrayDeserializer());
+        Properties props = clientProps(a);
+        consumerAutoCommits = Boolean.parseBoolean(props.getProperty("enable.auto.commit", "true").trim());
+        consumer = new KafkaConsumer<>(props, new ByteArrayDeserializer(), new ByteArrayDeserializer());
         return clientIdData(a);
     }
 
@@ -511,7 +518,7 @@ public final class Driver {
         revoked.clear();
         while (records.size() < max && !window.expired()) {
             ConsumerRecords<byte[], byte[]> batch = c.poll(Duration.ofMillis(Math.min(200, window.remainingMs())));
-            if (!revoked.isEmpty()) {
+            if (!revoked.isEmpty() && !consumerAutoCommits) {
                 // The group rebalanced inside that poll and took these partitions away (an eager
                 // rebalance takes them all, then assigns some back from the committed offsets). What
                 // this op gathered from them before is the old generation's: its next owner, or this
