@@ -94,7 +94,8 @@ class Partition:
         #: called after each append as the leader: wakes the fetches in long poll (followers
         #: copy at once, so an acks=all append is replicated in a round trip, not a poll)
         self.on_append = on_append
-        # what the controller decided (the image); a one-node broker leads everything at epoch 0
+        # what the controller decided (the image); a one-node broker leads everything, at epoch 0
+        # until it restarts (lead_again_after_restart)
         self.replicas: list[int] = [] if replicated else [local_id]
         self.isr: list[int] = list(self.replicas)
         self.leader = NO_LEADER if replicated else local_id
@@ -109,6 +110,22 @@ class Partition:
     def __repr__(self) -> str:
         return (f"Partition({self.topic}-{self.index}, leader={self.leader}, epoch={self.leader_epoch}, "
                 f"isr={self.isr}, replicas={self.replicas})")
+
+    def lead_again_after_restart(self, last_epoch: int) -> None:
+        """A one-node broker starting over the log it left, whose partition was led at
+        ``last_epoch``: Kafka's controller fenced that broker (its partitions leaderless at
+        epoch + 1) and unfences it once it registers again (leading at epoch + 2), and the new
+        leader records where its epoch starts (Partition.makeLeader). Measured on Apache Kafka
+        4.3.1, one node: every kill -9 or clean stop and restart moves a partition's leader epoch
+        by 2, so clients holding the old one are answered FENCED_LEADER_EPOCH and refresh their
+        metadata. A broker of a cluster learns its epochs from the controller instead."""
+        if self.replicated or self.log is None:
+            return
+        cached = self.log.leader_epoch_cache.latest_epoch
+        epoch = max(last_epoch, cached if cached is not None else 0) + 2
+        self.leader_epoch = self.log.leader_epoch = epoch
+        self.leader_epoch_start_offset = self.log.log_end_offset
+        self.log.leader_epoch_cache.assign(epoch, self.log.log_end_offset)
 
     # ================================================================== questions
     @property

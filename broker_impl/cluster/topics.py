@@ -92,10 +92,15 @@ class TopicRegistry:
         if not self._file.exists():
             return
         for t in json.loads(self._file.read_text()):
-            self._open(t["name"], bytes.fromhex(t["id"]), t["partitions"], t["configs"])
+            topic = self._open(t["name"], bytes.fromhex(t["id"]), t["partitions"], t["configs"])
+            epochs = t.get("leader_epochs") or []
+            for i, p in enumerate(topic.partitions):
+                p.lead_again_after_restart(epochs[i] if i < len(epochs) else 0)
+        self._save()     # the epochs this start leads at: the next start moves on from them
 
     def _save(self) -> None:
-        data = [{"name": t.name, "id": t.topic_id.hex(), "partitions": len(t.partitions), "configs": t.configs}
+        data = [{"name": t.name, "id": t.topic_id.hex(), "partitions": len(t.partitions), "configs": t.configs,
+                 "leader_epochs": [max(p.leader_epoch, 0) for p in t.partitions]}
                 for t in self.topics.values()]
         replace_durably(self._file, json.dumps(data, indent=1))
 
