@@ -116,3 +116,16 @@ def test_a_one_node_partition_never_waits(tmp_path):
     assert part.check_enough_replicas_reach_offset(info.last_offset + 1) == (True, Errors.NONE)
     assert log.high_watermark == log.log_end_offset == 1
     assert part.end_offset_for_epoch(0) == (0, 1)
+
+
+def test_the_epoch_is_checked_before_the_leadership_as_kafka_does(tmp_path):
+    """Partition.getLocalLog: a follower answers a stale epoch FENCED_LEADER_EPOCH and a newer
+    one UNKNOWN_LEADER_EPOCH; only the current epoch (or none) gets NOT_LEADER_OR_FOLLOWER."""
+    part = _leader(tmp_path)
+    assert part.leader_error(4) is None and part.leader_error(-1) is None
+    part.make_follower(PartitionRegistration([1, 2, 3], [2, 3], leader=2, leader_epoch=5, partition_epoch=8))
+    assert part.leader_error(4) == Errors.FENCED_LEADER_EPOCH
+    assert part.leader_error(6) == Errors.UNKNOWN_LEADER_EPOCH
+    assert part.leader_error(5) == Errors.NOT_LEADER_OR_FOLLOWER
+    assert part.leader_error(-1) == Errors.NOT_LEADER_OR_FOLLOWER
+    assert Partition("t", 1, None, 1, replicated=True).leader_error(0) == Errors.NOT_LEADER_OR_FOLLOWER
