@@ -189,15 +189,22 @@ def windows(events: Iterable[dict], end: float) -> list[Window]:
     out: list[Window] = []
     open_node: dict[str, float] = {}
     open_rule: dict[int, tuple[float, str]] = {}
+    invoked: dict[int, float] = {}
     for e in events:
-        if e.get("process") != "nemesis" or e["type"] != "ok":
+        if e.get("process") != "nemesis":
+            continue
+        if e["type"] == "invoke":
+            invoked[e["index"]] = e["time"]
+        if e["type"] != "ok":
             continue
         v = e.get("value") or {}
         kind, t = v.get("kind"), e["time"]
         if kind == "node":
             key = v.get("role", "?")
             if v.get("action") in ("crash", "pause", "stop"):
-                open_node.setdefault(key, t)
+                # from when the nemesis began it: a clean stop moves the node's leaderships away
+                # (controlled shutdown) before the stop completes
+                open_node.setdefault(key, invoked.get(e.get("invoke"), t))
             else:
                 start = open_node.pop(key, t)
                 out.append(Window("node", start, t + GRACE_S["node"], v.get("fault", "")))

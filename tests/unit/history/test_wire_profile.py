@@ -89,3 +89,18 @@ def test_a_transaction_past_its_timeout_explains_that_producers_fencing_only():
     assert unexpected([answer("t1", "INVALID_PRODUCER_EPOCH")], [w])[0].count == 1, "another producer's answer"
     assert unexpected([answer("t2", "NOT_ENOUGH_REPLICAS")], [w])[0].count == 1, "not a fencing code"
     assert timeout_windows(events, {"t2": 60.0}, end=60.0) == [], "within its timeout"
+
+
+def test_a_node_window_opens_when_the_stop_began():
+    """A clean stop (controlled shutdown) moves the node's leaderships before it completes: a
+    three-node workload saw Produce NOT_LEADER_OR_FOLLOWER 0.5 s before the stop's completion."""
+    h = History()
+    i = h.invoke("nemesis", "fault", {"kind": "node", "action": "stop", "role": "coordinator of txn-c1"})
+    h.complete(i, "ok", {"kind": "node", "action": "stop", "role": "coordinator of txn-c1"})
+    h.event("nemesis", "fault", {"kind": "node", "action": "restart", "role": "coordinator of txn-c1"})
+    events = h.events()
+    for e, t in zip(events, [119.5, 120.17, 127.3, 127.3]):
+        e["time"] = t
+    [w] = windows(events, end=200.0)
+    assert w.start == 119.5
+    assert unexpected([WireError(119.661, "Produce", "NOT_LEADER_OR_FOLLOWER", "client", "i2", 2, 9)], [w]) == []
