@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterable
 from broker_impl.codec import API, ProtocolError, batch_headers
 
 from .checker import MAX_EVIDENCE, Anomaly
+from .history import pairs
 
 NEVER = frozenset({"UNKNOWN_SERVER_ERROR", "CORRUPT_MESSAGE", "INVALID_RECORD", "UNSUPPORTED_FOR_MESSAGE_FORMAT",
                    "INVALID_REQUIRED_ACKS", "RECORD_LIST_TOO_LARGE"})
@@ -239,25 +240,22 @@ def timeout_windows(events: Iterable[dict], timeouts_s: dict[str, float], end: f
     worker's client only and the TIMED_OUT codes only."""
     events = list(events)
     inits: dict[str, list[float]] = defaultdict(list)
-    invoked: dict[int, dict] = {}
     for e in events:
-        if e["type"] == "invoke":
-            invoked[e["index"]] = e
-        elif e["type"] == "ok" and e.get("f") == "init":
+        if e["type"] == "ok" and e.get("f") == "init":
             inits[e["worker"]].append(e["time"])
     out: list[Window] = []
-    for e in events:
-        if e["type"] == "invoke" or e.get("f") != "txn" or e["worker"] not in timeouts_s:
+    for inv, done in pairs(events):
+        if done is None or inv.get("f") != "txn" or inv["worker"] not in timeouts_s:
             continue
-        inv = invoked.get(e["invoke"])
-        limit = timeouts_s[e["worker"]]
-        if inv is None or e["time"] - inv["time"] <= limit:
+        limit = timeouts_s[inv["worker"]]
+        if done["time"] - inv["time"] <= limit:
             continue
         start = inv["time"] + limit
-        until = next((t for t in inits[e["worker"]] if t > start), end)
+        until = next((t for t in inits[inv["worker"]] if t > start), end)
         out.append(Window("timeout", start, until + GRACE_S["client"],
-                          f"{e['worker']}'s transaction open {e['time'] - inv['time']:.1f} s > "
-                          f"transaction.timeout.ms {limit:.0f} s", client_id=e["worker"], codes=tuple(sorted(TIMED_OUT))))
+                          f"{inv['worker']}'s transaction open {done['time'] - inv['time']:.1f} s > "
+                          f"transaction.timeout.ms {limit:.0f} s", client_id=inv["worker"],
+                          codes=tuple(sorted(TIMED_OUT))))
     return out
 
 
