@@ -4,9 +4,10 @@ cluster: the controller's latest image). The brokers listed are the unfenced one
 without a leader reads LEADER_NOT_AVAILABLE, its replicas on fenced brokers are offline.
 
 Auto-creation follows Kafka: a topic that does not exist is created when
-``auto.create.topics.enable`` is true and the request allows it (v4+), and
-the answer for it in that response is LEADER_NOT_AVAILABLE, so clients ask
-again, exactly as they must against real Kafka.
+``auto.create.topics.enable`` is true and the request allows it (v4+), and the answer for it in
+that response is UNKNOWN_TOPIC_OR_PARTITION with no partitions, so clients ask again (a KRaft
+broker only asks its controller to create it; measured on 4.3.1, v1-v12 alike -- ZooKeeper-era
+brokers answered LEADER_NOT_AVAILABLE).
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ async def handle_metadata(broker: Broker, ctx, req):
                     created = await broker.topic_creator.create(name, broker.config.int("num.partitions"),
                                                                 broker.config.int("default.replication.factor"), {})
                     ok = created.error in (Errors.NONE, Errors.TOPIC_ALREADY_EXISTS)
-                    error = Errors.LEADER_NOT_AVAILABLE if ok else created.error
+                    error = Errors.UNKNOWN_TOPIC_OR_PARTITION if ok else created.error
                 else:
                     error = Errors.UNKNOWN_TOPIC_OR_PARTITION
             except KafkaError as exc:

@@ -18,7 +18,7 @@ from .rawclient import RawConnection
 
 def _leader_epoch(bootstrap: str, topic: str) -> int:
     """The partition's leader epoch in Metadata (auto-created on first ask, as Kafka does:
-    the first answer may be LEADER_NOT_AVAILABLE with no partitions yet)."""
+    the first answer may be UNKNOWN_TOPIC_OR_PARTITION with no partitions yet)."""
     M = API["Metadata"].Request
     deadline = time.monotonic() + 10
     while True:
