@@ -111,21 +111,45 @@ class Partition:
         return (f"Partition({self.topic}-{self.index}, leader={self.leader}, epoch={self.leader_epoch}, "
                 f"isr={self.isr}, replicas={self.replicas})")
 
-    def lead_again_after_restart(self, last_epoch: int) -> None:
+    def fence_after_restart(self, last_epoch: int) -> None:
         """A one-node broker starting over the log it left, whose partition was led at
-        ``last_epoch``: Kafka's controller fenced that broker (its partitions leaderless at
-        epoch + 1) and unfences it once it registers again (leading at epoch + 2), and the new
-        leader records where its epoch starts (Partition.makeLeader). Measured on Apache Kafka
-        4.3.1, one node: every kill -9 or clean stop and restart moves a partition's leader epoch
-        by 2, so clients holding the old one are answered FENCED_LEADER_EPOCH and refresh their
-        metadata. A broker of a cluster learns its epochs from the controller instead."""
+        ``last_epoch``: Kafka's controller fenced that broker when it came back with a new
+        incarnation, so until it is unfenced the partition has no leader, at epoch + 1
+        (Metadata: LEADER_NOT_AVAILABLE, Produce: NOT_LEADER_OR_FOLLOWER). A broker of a cluster
+        learns its epochs from the controller instead."""
         if self.replicated or self.log is None:
             return
         cached = self.log.leader_epoch_cache.latest_epoch
-        epoch = max(last_epoch, cached if cached is not None else 0) + 2
+        self.leader = NO_LEADER
+        self.leader_epoch = max(last_epoch, cached if cached is not None else 0) + 1
+        self._signal()
+
+    def lead_again_after_restart(self) -> None:
+        """Unfenced: the controller elects this broker again, at the epoch after the fenced one,
+        and the new leader records where its epoch starts (Partition.makeLeader). Measured on
+        Apache Kafka 4.3.1, one node: every kill -9 or clean stop and restart moves a partition's
+        leader epoch by 2, so clients holding the old one are answered FENCED_LEADER_EPOCH and
+        refresh their metadata."""
+        if self.replicated or self.log is None or self.leader == self.local_id:
+            return
+        epoch = self.leader_epoch + 1
+        self.leader = self.local_id
         self.leader_epoch = self.log.leader_epoch = epoch
         self.leader_epoch_start_offset = self.log.log_end_offset
         self.log.leader_epoch_cache.assign(epoch, self.log.log_end_offset)
+        self._signal()
+
+    def resign_for_shutdown(self) -> None:
+        """A one-node broker's controlled shutdown: its controller moves the leadership away
+        and, with no other replica, leaves the partition leaderless at the next epoch (what
+        Kafka 4.3.1 answers while a single node stops: Metadata LEADER_NOT_AVAILABLE with leader
+        -1, Produce NOT_LEADER_OR_FOLLOWER). Nothing is recorded: the next start fences and
+        elects from the epoch it led at, two epochs on, as after kill -9."""
+        if self.replicated or not self.is_leader:
+            return
+        self.leader = NO_LEADER
+        self.leader_epoch += 1
+        self._signal()
 
     # ================================================================== questions
     @property

@@ -20,8 +20,11 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import trio
+
 from ..protocol.errors import Errors, KafkaError
 from .durable_file import replace_durably
+from .metadata_image import NO_LEADER
 from .partition import Partition
 
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -89,20 +92,50 @@ class TopicRegistry:
 
     # -- persistence -------------------------------------------------------
     def load(self) -> None:
+        """Open every topic of ``topics.json``; a partition it led is fenced (leaderless)
+        until :meth:`unfence` elects this broker again."""
         if not self._file.exists():
             return
         for t in json.loads(self._file.read_text()):
             topic = self._open(t["name"], bytes.fromhex(t["id"]), t["partitions"], t["configs"])
             epochs = t.get("leader_epochs") or []
             for i, p in enumerate(topic.partitions):
-                p.lead_again_after_restart(epochs[i] if i < len(epochs) else 0)
-        self._save()     # the epochs this start leads at: the next start moves on from them
+                p.fence_after_restart(epochs[i] if i < len(epochs) else 0)
+
+    def _record(self) -> str:
+        """``topics.json``: topics, ids, configs and, per partition, the epoch it is led at --
+        for a fenced one the epoch :meth:`unfence` leads it at, so that the next start moves on
+        from there."""
+        data = [{"name": t.name, "id": t.topic_id.hex(), "partitions": len(t.partitions), "configs": t.configs,
+                 "leader_epochs": [p.leader_epoch + 1 if p.leader == NO_LEADER and not p.replicated
+                                   else max(p.leader_epoch, 0) for p in t.partitions]}
+                for t in self.topics.values()]
+        return json.dumps(data, indent=1)
 
     def _save(self) -> None:
-        data = [{"name": t.name, "id": t.topic_id.hex(), "partitions": len(t.partitions), "configs": t.configs,
-                 "leader_epochs": [max(p.leader_epoch, 0) for p in t.partitions]}
-                for t in self.topics.values()]
-        replace_durably(self._file, json.dumps(data, indent=1))
+        replace_durably(self._file, self._record())
+
+    async def unfence(self) -> None:
+        """A one-node broker's controller unfences it: first the record of the epochs its
+        partitions are led at, durably and off the event loop (Kafka's controller commits the
+        election to its metadata log while the broker already serves), then every fenced
+        partition is led again. Requests meanwhile are answered as Kafka's are while its
+        broker catches up: NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE."""
+        text = self._record()
+        await trio.to_thread.run_sync(replace_durably, self._file, text)
+        self.unfence_now()
+
+    def unfence_now(self) -> None:
+        """Every fenced partition led again, at once (no client is connected yet)."""
+        for t in list(self.topics.values()):
+            for p in t.partitions:
+                p.lead_again_after_restart()
+
+    def resign_for_shutdown(self) -> None:
+        """Controlled shutdown of a one-node broker: every partition leaderless."""
+        for t in self.topics.values():
+            for p in t.partitions:
+                p.resign_for_shutdown()
 
     def _open(self, name: str, topic_id: bytes, partitions: int, configs: dict[str, str]) -> Topic:
         topic = Topic(name, topic_id, dict(configs))

@@ -66,14 +66,31 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self, nursery: trio.Nursery, owns_all: bool = True) -> None:
-        """Run the timer task in ``nursery``; a one-node broker (``owns_all``) replays all of
-        ``__consumer_offsets`` first, a broker of a cluster waits to be elected."""
+        """Run the timer task in ``nursery``; with ``owns_all`` it replays all of
+        ``__consumer_offsets`` first, else it waits to be elected (a broker of a cluster, for
+        each partition it leads; a one-node broker, for all of them, once unfenced)."""
         if owns_all:
             self.load()
         else:
             self.owned = set()
         nursery.start_soon(self.timer.run)
         self._schedule_offset_expiration()
+
+    def elect_all(self) -> None:
+        """A one-node broker, unfenced: it leads every ``__consumer_offsets`` partition, so it
+        replays all of them and coordinates every group."""
+        self.load()
+        self.owned = None
+
+    def resign_all(self) -> None:
+        """A one-node broker's controlled shutdown: no partition is led any more, so every
+        group answers NOT_COORDINATOR until the broker stops."""
+        self.owned = set()
+        gone = set(self.group_manager.groups) | set(self.offset_manager.offsets)
+        for group_id in gone:
+            self.group_manager.unload(group_id)
+            self.offset_manager.unload(group_id)
+        log.info("no longer coordinating any group (%d groups): shutting down", len(gone))
 
     def on_elected(self, partition: int, leader_epoch: int) -> None:
         """This broker now leads ``__consumer_offsets`` partition ``partition``: load it."""

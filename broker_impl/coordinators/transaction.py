@@ -83,17 +83,27 @@ class TransactionCoordinator:
 
     # ================================================================== lifecycle
     async def start(self, nursery: trio.Nursery, owns_all: bool = True) -> None:
-        """Start the timers; a broker alone (``owns_all``) owns every partition of the log at a
-        new coordinator epoch and loads them now (requests meanwhile:
-        COORDINATOR_LOAD_IN_PROGRESS), a broker of a cluster those it is elected for."""
+        """Start the timers; with ``owns_all`` it owns every partition of the log now
+        (:meth:`elect_all`), else it waits to be elected (a broker of a cluster, for each
+        partition it leads; a one-node broker, for all of them, once unfenced)."""
         self.is_active = True
         nursery.start_soon(self._every, self.abort_interval_ms, self.abort_timed_out_transactions)
         nursery.start_soon(self._every, self.expire_interval_ms, self._expire_transactional_ids)
         nursery.start_soon(self._every, self.producer_expiration_interval_ms, self._expire_producers)
         if owns_all:
-            epoch = self.txn_manager.bump_local_epoch()
-            for p in range(self.txn_manager.num_partitions):
-                self.on_elected(p, epoch)
+            self.elect_all()
+
+    def elect_all(self) -> None:
+        """A one-node broker, unfenced: it leads every partition of the log, at a new
+        coordinator epoch, and loads them (requests meanwhile: COORDINATOR_LOAD_IN_PROGRESS)."""
+        epoch = self.txn_manager.bump_local_epoch()
+        for p in range(self.txn_manager.num_partitions):
+            self.on_elected(p, epoch)
+
+    def resign_all(self) -> None:
+        """A one-node broker's controlled shutdown: every id answers NOT_COORDINATOR."""
+        for p in range(self.txn_manager.num_partitions):
+            self.on_resigned(p)
 
     def on_elected(self, partition: int, coordinator_epoch: int) -> None:
         """This broker leads ``__transaction_state`` partition ``partition`` (at a leader

@@ -32,6 +32,10 @@ log = logging.getLogger("kconform.broker.lifecycle")
 
 RECONNECT_BACKOFF_S = 0.2
 REQUEST_TIMEOUT_S = 30.0
+#: Kafka's BrokerLifecycleManager, in PENDING_CONTROLLED_SHUTDOWN, sends its next heartbeat this
+#: soon after the first answer that did not let it stop yet (the controller moved the leaderships
+#: and waits for the broker to have applied that): how long a stopping node still answers.
+CONTROLLED_SHUTDOWN_RECHECK_S = 0.05
 
 
 class ControllerUnavailable(Exception):
