@@ -168,19 +168,20 @@ class Partition:
             return None
         return Errors.FENCED_LEADER_EPOCH if current < self.leader_epoch else Errors.UNKNOWN_LEADER_EPOCH
 
-    def leader_error(self, current_leader_epoch: int = -1):
+    def leader_error(self, current_leader_epoch: int = -1, require_leader: bool = True):
         """Why a client request for this partition cannot be served here (None: it can), in
         Kafka's order (Partition.getLocalLog): NOT_LEADER_OR_FOLLOWER where this broker holds no
         replica, then the epoch check -- a follower knowing a newer epoch answers
         FENCED_LEADER_EPOCH, not NOT_LEADER_OR_FOLLOWER (measured in workloads on three nodes:
         Kafka 4.3.1 55 FENCED_LEADER_EPOCH and 8 UNKNOWN_LEADER_EPOCH on Fetch, no
-        NOT_LEADER_OR_FOLLOWER) -- then NOT_LEADER_OR_FOLLOWER where it is a follower."""
+        NOT_LEADER_OR_FOLLOWER) -- then, where the request must reach the leader
+        (``require_leader``), NOT_LEADER_OR_FOLLOWER on any other replica."""
         if self.log is None:
             return Errors.NOT_LEADER_OR_FOLLOWER
         err = self.check_current_leader_epoch(current_leader_epoch)
         if err is not None:
             return err
-        return None if self.is_leader else Errors.NOT_LEADER_OR_FOLLOWER
+        return None if self.is_leader or not require_leader else Errors.NOT_LEADER_OR_FOLLOWER
 
     def effective_min_isr(self) -> int:
         return min(self.min_insync_replicas, len(self.replicas))

@@ -1,8 +1,10 @@
 """Fetch (1): whole batches from the segment files, with long poll -- for consumers, and for
 the followers of a partition (replica id >= 0).
 
-- Only the partition's leader answers (NOT_LEADER_OR_FOLLOWER elsewhere, with the leader it
-  knows of, KIP-951); the request's ``current_leader_epoch`` is checked (v9+).
+- Followers and consumers before v11 are answered by the partition's leader only
+  (NOT_LEADER_OR_FOLLOWER elsewhere, with the leader it knows of, KIP-951); a v11+ consumer by
+  any replica, up to what that replica knows is committed (KIP-392, as Kafka's fetchOnlyLeader);
+  the request's ``current_leader_epoch`` is checked first (v9+).
 - A consumer reads up to the high watermark with read_uncommitted, up to the last stable
   offset (LSO) with read_committed, and the latter also gets the aborted transactions
   overlapping the returned range, so the consumer can drop aborted records itself (Kafka never
@@ -60,6 +62,10 @@ def _read_all(broker: Broker, ctx, req, endpoints: dict):
     replica_id = replica_id_of(ctx, req)
     follower = replica_id >= 0
     committed = not follower and ctx.version >= 4 and req.isolation_level == READ_COMMITTED
+    # Kafka's FetchParams.fetchOnlyLeader: followers, and consumers before v11 (which carry no
+    # client metadata), read from the leader only; a v11+ consumer is served by any replica
+    # (KIP-392), up to that replica's high watermark or last stable offset
+    only_leader = follower or ctx.version < 11
     remaining = req.max_bytes if ctx.version >= 3 else 0x7FFFFFFF
     total = 0
     out = []
@@ -79,7 +85,7 @@ def _read_all(broker: Broker, ctx, req, endpoints: dict):
                 pr.aborted_transactions = []
                 continue
             part = topic.partitions[fp.partition]
-            err = part.leader_error(fp.current_leader_epoch if ctx.version >= 9 else -1)
+            err = part.leader_error(fp.current_leader_epoch if ctx.version >= 9 else -1, require_leader=only_leader)
             if err is None and follower and replica_id not in part.remote:
                 # Kafka's Partition.followerReplicaOrThrow, before anything is read: a fetch
                 # from a node that is no follower of the partition
