@@ -12,7 +12,8 @@
   partition loads it (:meth:`begin_load` / :meth:`load_partition`); a broker alone owns every
   partition, at an epoch bumped and made durable at each start (``transaction_coordinator_epoch``).
 - Requests for an id of a partition being loaded get COORDINATOR_LOAD_IN_PROGRESS, of a
-  partition not owned NOT_COORDINATOR. After a load, every transaction found in
+  partition not owned NOT_COORDINATOR. Partitions load one at a time, read off the event loop,
+  as Kafka's single loader thread reads them. After a load, every transaction found in
   PrepareCommit/PrepareAbort is handed back for its markers to be written again (Kafka's
   loadTransactionsForTxnTopicPartition).
 """
@@ -67,6 +68,9 @@ class TransactionStateManager:
         #: partition -> the coordinator epoch it is being loaded at
         self.loading: dict[int, int] = {}
         self.cache: dict[int, dict[str, TransactionMetadata]] = {}
+        #: Kafka loads ``__transaction_state`` partitions on one scheduler thread, one after
+        #: another, while the request threads answer COORDINATOR_LOAD_IN_PROGRESS: the same here
+        self._loader = trio.CapacityLimiter(1)
         self._epoch_file = Path(broker.data_dir) / "transaction_coordinator_epoch"
 
     # ------------------------------------------------------------------ basics
@@ -208,12 +212,14 @@ class TransactionStateManager:
         """Read ``partition`` back at ``coordinator_epoch``; then it is owned. Returns the
         transactions to complete (metadata, prepared Complete* transition, commit?), or None
         when the partition was lost or re-elected meanwhile."""
-        await trio.sleep(0)   # requests meanwhile get LOAD_IN_PROGRESS
-        if self.loading.get(partition) != coordinator_epoch:
-            return None
-        topic = self.broker.topics.get(tlog.TRANSACTION_STATE_TOPIC)
-        plog = topic.partitions[partition].log if topic is not None else None
-        loaded = self._read_partition(plog) if plog is not None else {}
+        async with self._loader:
+            if self.loading.get(partition) != coordinator_epoch:
+                return None
+            topic = self.broker.topics.get(tlog.TRANSACTION_STATE_TOPIC)
+            plog = topic.partitions[partition].log if topic is not None else None
+            # read off the event loop: nothing appends to a partition while it loads, and
+            # requests for it meanwhile get LOAD_IN_PROGRESS
+            loaded = await trio.to_thread.run_sync(self._read_partition, plog) if plog is not None else {}
         if self.loading.get(partition) != coordinator_epoch:
             return None
         now = now_ms()
