@@ -91,7 +91,8 @@ class InterBrokerClient:
             conn.lock.acquire_nowait()
         try:
             try:
-                with trio.fail_after(timeout_s):
+                # trio.fail_after, without its context-manager generator (one per request)
+                with trio.CancelScope(deadline=trio.current_time() + timeout_s):
                     if conn.stream is None:
                         conn.stream = await trio.open_tcp_stream(*address)
                         if self.discover_versions:
@@ -103,6 +104,7 @@ class InterBrokerClient:
                                 raise NetworkError(f"node {node_id} answered ApiVersions with error "
                                                    f"{answer.error_code}")
                     return await self._exchange(conn, node_id, api, version, body)
+                raise trio.TooSlowError   # the deadline passed: the scope caught its Cancelled
             except trio.TooSlowError:
                 await conn.close()
                 raise NetworkError(f"no answer from node {node_id} to {api_name} within {timeout_s:.1f} s") from None
