@@ -30,6 +30,7 @@ import trio
 from ..protocol.codegen import ProtocolError
 from ..protocol.framing import FrameBuffer
 from ..protocol.messages import API, RESPONSE_HEADER
+from ..protocol.stream_io import receive_some, send_all
 
 log = logging.getLogger("kconform.broker.network")
 
@@ -82,9 +83,16 @@ class InterBrokerClient:
                 await conn.close()
             conn = self._connections[node_id] = _Connection(address)
         api = API[api_name]
-        async with conn.lock:
+        # Uncontended (the usual case), the lock is taken without trio.Lock.acquire's pass through
+        # the scheduler: the request's first wait is its checkpoint (protocol/stream_io).
+        if conn.lock.locked():
+            await conn.lock.acquire()
+        else:
+            conn.lock.acquire_nowait()
+        try:
             try:
-                with trio.fail_after(timeout_s):
+                # trio.fail_after, without its context-manager generator (one per request)
+                with trio.CancelScope(deadline=trio.current_time() + timeout_s):
                     if conn.stream is None:
                         conn.stream = await trio.open_tcp_stream(*address)
                         if self.discover_versions:
@@ -96,6 +104,7 @@ class InterBrokerClient:
                                 raise NetworkError(f"node {node_id} answered ApiVersions with error "
                                                    f"{answer.error_code}")
                     return await self._exchange(conn, node_id, api, version, body)
+                raise trio.TooSlowError   # the deadline passed: the scope caught its Cancelled
             except trio.TooSlowError:
                 await conn.close()
                 raise NetworkError(f"no answer from node {node_id} to {api_name} within {timeout_s:.1f} s") from None
@@ -109,13 +118,17 @@ class InterBrokerClient:
                 # cancelled mid-request: the connection's state is unknown
                 await conn.close()
                 raise
+        finally:
+            conn.lock.release()
 
     async def _exchange(self, conn: _Connection, node_id: int, api, version: int, body):
         """One request on ``conn`` and its decoded response."""
         cid = next(self._correlation_ids) & 0x7FFFFFFF
-        await conn.stream.send_all(api.request_frame(version, cid, self.client_id, body))
+        await send_all(conn.stream, api.request_frame(version, cid, self.client_id, body))
+        waited = False
         while (frame := conn.frames.next_frame()) is None:
-            data = await conn.stream.receive_some(1 << 20)
+            data = await receive_some(conn.stream, 1 << 20, wait_first=not waited)
+            waited = True
             if not data:
                 raise NetworkError(f"node {node_id} closed the connection")
             conn.frames.feed(data)

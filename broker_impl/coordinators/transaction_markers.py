@@ -101,10 +101,13 @@ class TransactionMarkerChannelManager:
         for tp in partitions:
             by_leader.setdefault(self._leader_of(*tp), []).append(tp)
         progress = {"written": 0, "stopped": False}
-        async with trio.open_nursery() as nursery:
-            for tps in by_leader.values():
-                nursery.start_soon(self._write_to_one_leader, coordinator_epoch, commit, md, tps, len(partitions),
-                                   progress)
+        if len(by_leader) == 1:     # one node, or all on one leader: no task of its own to wait for
+            await self._write_to_one_leader(coordinator_epoch, commit, md, partitions, len(partitions), progress)
+        else:
+            async with trio.open_nursery() as nursery:
+                for tps in by_leader.values():
+                    nursery.start_soon(self._write_to_one_leader, coordinator_epoch, commit, md, tps,
+                                       len(partitions), progress)
         if progress["stopped"]:
             return False
         if FAULTS.armed:

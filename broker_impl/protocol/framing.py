@@ -70,6 +70,10 @@ class FrameBuffer:
         end = frame_end(self._buf, 0, self.max_bytes)
         if end is None:
             return None
+        if end == len(self._buf):      # the usual case: the buffer holds just this frame
+            frame = bytes(self._buf)
+            self._buf.clear()
+            return frame
         with memoryview(self._buf) as view:  # one copy, and no view left to block the del
             frame = bytes(view[:end])
         del self._buf[:end]

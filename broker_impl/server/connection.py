@@ -33,6 +33,7 @@ from ..protocol.codegen import ProtocolError
 from ..protocol.errors import Errors
 from ..protocol.framing import FrameBuffer, FrameError
 from ..protocol.messages import REQUEST_HEADER
+from ..protocol.stream_io import receive_some, send_all
 from .context import RequestContext
 
 log = logging.getLogger("kconform.broker.connection")
@@ -80,16 +81,22 @@ class CloseConnection(Exception):
 class FrameReader:
     """A connection's requests, frame by frame (size prefix included), read as they come."""
 
-    def __init__(self, stream: trio.abc.ReceiveStream, max_bytes: int):
+    def __init__(self, stream: trio.SocketStream, max_bytes: int):
         self.stream = stream
         self.frames = FrameBuffer(max_bytes)  # socket.request.max.bytes
 
     async def next_frame(self) -> bytes | None:
         """The next request frame; None when the client closed between frames. A size out of
-        range (Kafka: InvalidReceiveException) or a close inside a frame closes the connection."""
+        range (Kafka: InvalidReceiveException) or a close inside a frame closes the connection.
+        Every call yields to the scheduler once at least (reading, or a checkpoint when the frame
+        was already buffered): a client pipelining requests does not keep the others waiting."""
         try:
+            frame = self.frames.next_frame()
+            if frame is not None:
+                await trio.lowlevel.checkpoint()
+                return frame
             while (frame := self.frames.next_frame()) is None:
-                data = await self.stream.receive_some(_RECV_CHUNK)
+                data = await receive_some(self.stream, _RECV_CHUNK)
                 if not data:
                     self.frames.check_closed()
                     return None
@@ -127,7 +134,7 @@ async def serve_connection(broker, stream: trio.SocketStream) -> None:
                 return
             out = await _handle_frame(broker, frame, peer, conn_id)
             if out is not None:
-                await stream.send_all(out)
+                await send_all(stream, out)
     except CloseConnection as exc:
         PEER_WARNINGS.warn(peer, "closing connection %d from %s: %s", conn_id, peer, exc)
     except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
