@@ -115,6 +115,10 @@ class TopicRegistry:
     def _save(self) -> None:
         replace_durably(self._file, self._record())
 
+    def _partitions(self):
+        for t in list(self.topics.values()):
+            yield from t.partitions
+
     async def unfence(self) -> None:
         """A one-node broker's controller unfences it: first the record of the epochs its
         partitions are led at, durably and off the event loop (Kafka's controller commits the
@@ -123,19 +127,21 @@ class TopicRegistry:
         broker catches up: NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE."""
         text = self._record()
         await trio.to_thread.run_sync(replace_durably, self._file, text)
-        self.unfence_now()
+        self._lead_again()
 
     def unfence_now(self) -> None:
-        """Every fenced partition led again, at once (no client is connected yet)."""
-        for t in list(self.topics.values()):
-            for p in t.partitions:
-                p.lead_again_after_restart()
+        """The same at once, on the event loop (no client is connected yet)."""
+        self._save()
+        self._lead_again()
+
+    def _lead_again(self) -> None:
+        for p in self._partitions():
+            p.lead_again_after_restart()
 
     def resign_for_shutdown(self) -> None:
         """Controlled shutdown of a one-node broker: every partition leaderless."""
-        for t in self.topics.values():
-            for p in t.partitions:
-                p.resign_for_shutdown()
+        for p in self._partitions():
+            p.resign_for_shutdown()
 
     def _open(self, name: str, topic_id: bytes, partitions: int, configs: dict[str, str]) -> Topic:
         topic = Topic(name, topic_id, dict(configs))

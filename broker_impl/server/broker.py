@@ -132,7 +132,6 @@ class Broker:
         """Open the logs and lead at once (a one-node broker that no client reaches yet)."""
         if not self.is_cluster:
             self.topics.load()
-            self.topics._save()
             self.topics.unfence_now()
 
     def close(self) -> None:
