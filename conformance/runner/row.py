@@ -103,6 +103,12 @@ def known_difference(case: Case, target: str, client: str) -> str | None:
     return case.known_differences.get(target) or target_class(target).client_differences.get(client)
 
 
+def known_reference_bug(case: Case, target: str) -> str | None:
+    """The Kafka bug a row of `case` on `target` fails by, when the target is Apache Kafka (any
+    release) and the case names one (Case.reference_bug); None elsewhere."""
+    return case.reference_bug() if target_class(target).reference else None
+
+
 def not_applicable(case: Case, name: str, proxy_mode: str, target: Target | None = None) -> str | None:
     """Why `case` cannot run on target `name` (None: it can) -- every rule in one place. Before
     the start (`target` None): what the target's class, this machine and the run's options
@@ -181,7 +187,8 @@ class RowRun:
                        tags=list(case.tags), scenario=list(case.scenario), target=slot.name,
                        target_version="unknown", client=client, client_version=client_version(client),
                        artifacts={"steps": str(self.art_rel / "steps.json"), "logs": []},
-                       known_difference=known_difference(case, slot.name, client))
+                       known_difference=known_difference(case, slot.name, client),
+                       known_reference_bug=known_reference_bug(case, slot.name))
         self.ns = Namespace()
         # set by start()
         self.target: Target | None = None
