@@ -104,7 +104,11 @@ def _resolve_into(home: Path, version: str, timeout: float) -> None:
         binding = "log4j-slf4j2-impl" if slf4j.split(".")[0] == "2" else "log4j-slf4j-impl"
         artifacts = [f"org.apache.logging.log4j:{binding}:{log4j}"]
     else:
-        artifacts = [f"org.slf4j:slf4j-reload4j:{slf4j}", f"ch.qos.reload4j:reload4j:{RELOAD4J_VERSION}"]
+        # slf4j-reload4j exists from slf4j 1.7.33; older slf4j (Kafka <= 3.1) binds to log4j 1.x
+        # through slf4j-log4j12, which reload4j serves as well (the same org.apache.log4j API).
+        old_slf4j = tuple(int(x) for x in re.findall(r"\d+", slf4j)[:3]) < (1, 7, 33)
+        binding = "slf4j-log4j12" if old_slf4j else "slf4j-reload4j"
+        artifacts = [f"org.slf4j:{binding}:{slf4j}", f"ch.qos.reload4j:reload4j:{RELOAD4J_VERSION}"]
     for artifact in artifacts:
         _mvn(["dependency:copy", f"-Dartifact={artifact}", f"-DoutputDirectory={lib}"], home, timeout)
 
