@@ -50,7 +50,7 @@ BEHAVIOUR_CONFIG_PREFIXES = ("transaction", "transactional.id", "producer.id", "
 #: Capabilities discovered only once the target runs (checked after start) or planned precisely
 #: elsewhere (fault points: plan_broker_configs says why one cannot be realised).
 LATE_CAPABILITIES = frozenset({"transactions", "describe_transactions", "list_transactions",
-                               "describe_producers", "multi_node", "fault_points"})
+                               "describe_producers", "multi_node", "fault_points", "txn_verification"})
 #: What a workload row writes beside its results (the row's artifacts name each by its stem).
 WORKLOAD_ARTIFACTS = ("history.jsonl", "timeline.html", "anomalies.json", "wire.json", "final.json")
 

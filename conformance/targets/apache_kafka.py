@@ -97,6 +97,8 @@ KRAFT_ONLY_DEFAULTS = ("broker.session.timeout.ms", "broker.heartbeat.interval.m
 #: server's tickTime of 500 ms allows sessions from 1 s to 10 s).
 ZOOKEEPER_BROKER_DEFAULTS = {"zookeeper.session.timeout.ms": "3000", "zookeeper.connection.timeout.ms": "30000"}
 ZOOKEEPER_TICK_MS = 500
+#: The first release whose partition leaders verify transactional produces (KIP-890 part 1).
+FIRST_VERIFYING_RELEASE = (3, 6)
 
 
 def java_version() -> tuple[int, str] | None:
@@ -332,6 +334,14 @@ class ApacheKafkaTarget(LocalProcessTarget):
             proc.start()
         for i in node_props:
             self._wait_listening(i)
+
+    def _discover_capabilities(self) -> None:
+        super()._discover_capabilities()
+        # KIP-890 part 1 came with 3.6.0, on unless the broker config turns it off.
+        verifies = (version_tuple(self._version)[:2] >= FIRST_VERIFYING_RELEASE
+                    and str(self.broker_configs.get("transaction.partition.verification.enable", "true")).lower() != "false")
+        if verifies:
+            self._discovered = self._discovered | {"txn_verification"}
 
     def _launch_zookeeper_mode(self, topology: Topology, broker_configs: dict[str, str]) -> None:
         """A ZooKeeper server, then N brokers registered in it (module doc)."""
