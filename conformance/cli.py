@@ -7,6 +7,7 @@ the work, so every feature is usable from Python too.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import sys
 from pathlib import Path
@@ -81,7 +82,23 @@ def _case_library() -> dict:
     return {c.id: c for c in load_cases()}
 
 
+def regression_now(case_id: str) -> dict | None:
+    """The case library's `regression:` section of a case, as a dict (`kconform matrix --history`)."""
+    case = _case_library().get(case_id)
+    if case is None or case.regression is None:
+        return None
+    return dataclasses.asdict(case.regression)
+
+
 def _cmd_matrix(args) -> int:
+    if args.history:
+        from reports.history import write_page as write_history
+
+        out = args.out or str(Path(args.results[-1]) / "history.md")
+        command = ("kconform matrix --history " + " ".join(f"--results {d}" for d in args.results)
+                   + f" --out {out}")
+        print(f"wrote {write_history(args.results, out, regression_now, command)}")
+        return 0
     from reports.matrix_page import write_page
 
     out = args.out or str(Path(args.results[-1]) / "compatibility.md")
@@ -141,6 +158,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="a run's results directory (repeatable: later runs win per case x target x client)")
     mx.add_argument("--out", default=None, metavar="FILE",
                     help="the Markdown page to write (default DIR/compatibility.md); the HTML goes beside it")
+    mx.add_argument("--history", action="store_true",
+                    help="the history page instead: published bugs x Kafka releases (first fixed release per "
+                         "bug), clients x releases, and the cases whose verdict changed between consecutive "
+                         "releases (default DIR/history.md)")
     mx.set_defaults(func=_cmd_matrix)
 
     tr = sub.add_parser("transcript", help="print the Kafka frames of a pcap or transcript .jsonl")

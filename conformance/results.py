@@ -128,6 +128,9 @@ class Check:
         return cls(d["name"], bool(d.get("passed")), d.get("message") or "", bool(d.get("unspecified")))
 
 
+#: A failing row's reason when the case names the Kafka bug behind it (Row.known_reference_bug).
+KNOWN_REFERENCE_BUG_PREFIX = "known Kafka bug: "
+
 #: Fields every row has; a row without one is refused (read_rows).
 REQUIRED = ("run_id", "case", "target", "client", "verdict")
 
@@ -161,14 +164,18 @@ class Row:
     workload: dict[str, Any] | None = None
     #: How many checks say `unspecified`; None (not written) when the case never got to its checks.
     unspecified: int | None = None
+    #: On an Apache Kafka row: the Kafka bug (KAFKA-NNNNN) the case says makes Kafka fail it
+    #: (its `known_reference_bug`, or the key of a broker regression case); None (not written)
+    #: elsewhere. A failing row with it is that bug of the release, not a finding.
+    known_reference_bug: str | None = None
 
     #: The fields written in the order of the schema (and of the rows the runner always wrote).
     ORDER: ClassVar[tuple[str, ...]] = (
         "run_id", "started_at", "case", "case_title", "tags", "scenario", "target", "target_version", "client",
         "client_version", "verdict", "checks", "outcome", "diff", "reference_target", "duration_s", "reason",
-        "artifacts", "known_difference", "workload", "unspecified")
+        "artifacts", "known_difference", "workload", "unspecified", "known_reference_bug")
     #: Written only when set.
-    OPTIONAL: ClassVar[frozenset[str]] = frozenset({"unspecified", "workload"})
+    OPTIONAL: ClassVar[frozenset[str]] = frozenset({"unspecified", "workload", "known_reference_bug"})
 
     @property
     def failed_checks(self) -> list[Check]:
@@ -180,7 +187,9 @@ class Row:
         self.checks = checks
         self.unspecified = sum(1 for c in checks if c.unspecified)
         self.verdict = Verdict.PASS if all(c.passed for c in checks) else Verdict.FAIL
-        if self.verdict is Verdict.FAIL and self.known_difference:
+        if self.verdict is Verdict.FAIL and self.known_reference_bug:
+            self.reason = f"{KNOWN_REFERENCE_BUG_PREFIX}{self.known_reference_bug}"
+        elif self.verdict is Verdict.FAIL and self.known_difference:
             self.reason = f"known difference: {self.known_difference}"
 
     def end(self, exc: VerdictException) -> None:

@@ -28,6 +28,8 @@ CAPABILITIES: dict[str, str] = {
     "describe_producers": "the DescribeProducers API",
     "transactions": "InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit",
     "wire_markers": "the coordinator sends WriteTxnMarkers over the network (a proxy sees them)",
+    "txn_verification": "the partition leader verifies a transactional Produce with the coordinator over the "
+                        "network (KIP-890 part 1: AddPartitionsToTxn between brokers, a proxy sees it)",
 }
 
 #: Where the cluster's metadata quorum (KRaft controllers) runs. "combined": on the broker nodes

@@ -736,7 +736,26 @@ def _observe(v: _V, raw: Any, topics: dict[str, int], groups: set[str]) -> m.Obs
 
 
 TOP_KEYS = {"id", "title", "tags", "scenario", "description", "topology", "actors", "steps", "checks",
-            "observe", "requires", "known_differences", "workload"}
+            "observe", "requires", "known_differences", "workload", "regression", "known_reference_bug"}
+#: The keys of published bugs: Kafka's JIRA (KAFKA-12671), or a client's issue or PR (librdkafka#3041).
+BUG_KEY = re.compile(r"^(KAFKA-\d+|[a-z][a-z0-9-]*#\d+)$")
+REGRESSION_KEYS = ("key", "component", "affected", "fixed", "summary")
+#: Whose bug a regression case reproduces.
+BUG_COMPONENTS = ("broker", "java", "confluent", "kafka-python", "franz-go", "sarama", "kafkajs", "aiokafka")
+
+
+def _regression(v: "_V", raw: Any) -> m.RegressionDef | None:
+    if raw is None:
+        return None
+    raw = v.mapping(raw, "regression", REGRESSION_KEYS, {"key", "component", "affected", "fixed", "summary"})
+    key = v.string(raw["key"], "regression.key")
+    if not BUG_KEY.match(key):
+        v.fail("regression.key", "a bug key such as KAFKA-12671 or librdkafka#3041", key)
+    summary = v.string(raw["summary"], "regression.summary")
+    if "\n" in summary.strip():
+        v.fail("regression.summary", "one line", summary)
+    return m.RegressionDef(key=key, component=v.string(raw["component"], "regression.component", BUG_COMPONENTS),
+                           affected=str(raw["affected"]), fixed=str(raw["fixed"] or ""), summary=summary.strip())
 #: A workload's final read covers everything it wrote (tens of thousands of records).
 WORKLOAD_OBSERVE_MS = 120_000
 #: What a workload case may have besides its `workload:` (its workers are its actors, its
@@ -798,7 +817,18 @@ def parse_case(data: Any, file: str, case_id: str) -> m.Case:
         requires=requires,
         known_differences=dict(kd),
         workload=workload,
+        regression=_regression(v, data.get("regression")),
+        known_reference_bug=_reference_bug(v, data.get("known_reference_bug")),
     )
+
+
+def _reference_bug(v: "_V", raw: Any) -> str | None:
+    if raw is None:
+        return None
+    key = v.string(raw, "known_reference_bug")
+    if not re.match(r"^KAFKA-\d+$", key):
+        v.fail("known_reference_bug", "a Kafka JIRA key such as KAFKA-20734", key)
+    return key
 
 
 def case_id_for(path: Path, root: Path) -> str:

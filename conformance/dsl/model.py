@@ -380,6 +380,23 @@ class WorkloadDef:
 
 
 @dataclass(frozen=True)
+class RegressionDef:
+    """A published bug the case reproduces (cases/regressions/): it fails on the releases that
+    shipped the bug and passes on those that fixed it."""
+
+    #: The bug's key: KAFKA-12671, librdkafka#3041, franz-go#131, ...
+    key: str
+    #: Whose bug: broker (Apache Kafka's broker) or a client's name (java, confluent, ...).
+    component: str
+    #: The releases that shipped it, as published ("<= 3.5.2", "4.0.0 - 4.3.1").
+    affected: str
+    #: The first releases with the fix, as published ("3.6.0", "3.7.1, 3.8.0"); "" when none yet.
+    fixed: str
+    #: One line: what goes wrong.
+    summary: str
+
+
+@dataclass(frozen=True)
 class Case:
     id: str
     title: str
@@ -398,6 +415,21 @@ class Case:
     #: A generative workload instead of steps (dsl/workload.py): many clients at once under a
     #: fault schedule, checked for anomalies in the recorded history.
     workload: WorkloadDef | None = None
+    #: The published bug this case reproduces (a regression case), when it is one.
+    regression: RegressionDef | None = None
+    #: A Kafka bug (KAFKA-NNNNN) that makes Apache Kafka fail this case: the expectations are what
+    #: the KIP and the fix specify, and an apache-kafka row that fails is that bug, not a finding
+    #: about the other targets.
+    known_reference_bug: str | None = None
+
+    def reference_bug(self) -> str | None:
+        """The Kafka bug an apache-kafka row of this case that fails is: `known_reference_bug`,
+        or the key of a broker regression."""
+        if self.known_reference_bug:
+            return self.known_reference_bug
+        if self.regression is not None and self.regression.component == "broker":
+            return self.regression.key
+        return None
 
     # --------------------------------------------------------------- derived needs
     def all_steps(self) -> list[Step]:

@@ -50,7 +50,7 @@ BEHAVIOUR_CONFIG_PREFIXES = ("transaction", "transactional.id", "producer.id", "
 #: Capabilities discovered only once the target runs (checked after start) or planned precisely
 #: elsewhere (fault points: plan_broker_configs says why one cannot be realised).
 LATE_CAPABILITIES = frozenset({"transactions", "describe_transactions", "list_transactions",
-                               "describe_producers", "multi_node", "fault_points"})
+                               "describe_producers", "multi_node", "fault_points", "txn_verification"})
 #: What a workload row writes beside its results (the row's artifacts name each by its stem).
 WORKLOAD_ARTIFACTS = ("history.jsonl", "timeline.html", "anomalies.json", "wire.json", "final.json")
 
@@ -101,6 +101,12 @@ def known_difference(case: Case, target: str, client: str) -> str | None:
     `known_differences` entry for the target (NAME or NAME@VERSION), else the target's
     difference with that client (every case meets it)."""
     return case.known_differences.get(target) or target_class(target).client_differences.get(client)
+
+
+def known_reference_bug(case: Case, target: str) -> str | None:
+    """The Kafka bug a row of `case` on `target` fails by, when the target is Apache Kafka (any
+    release) and the case names one (Case.reference_bug); None elsewhere."""
+    return case.reference_bug() if target_class(target).reference else None
 
 
 def not_applicable(case: Case, name: str, proxy_mode: str, target: Target | None = None) -> str | None:
@@ -181,7 +187,8 @@ class RowRun:
                        tags=list(case.tags), scenario=list(case.scenario), target=slot.name,
                        target_version="unknown", client=client, client_version=client_version(client),
                        artifacts={"steps": str(self.art_rel / "steps.json"), "logs": []},
-                       known_difference=known_difference(case, slot.name, client))
+                       known_difference=known_difference(case, slot.name, client),
+                       known_reference_bug=known_reference_bug(case, slot.name))
         self.ns = Namespace()
         # set by start()
         self.target: Target | None = None

@@ -345,7 +345,7 @@ def run(opts: RunOptions, on_row: OnRow | None = None, on_start: OnStart | None 
     shared.stop_all()
     for name, n in shared.starts.items():
         meta["target_starts"][name] = meta["target_starts"].get(name, 0) + n
-        meta["target_start_seconds"].setdefault(name, []).extend(round(s, 3) for s in shared.start_seconds[name])
+        meta["target_start_seconds"].setdefault(name, []).extend(round(s, 3) for s in shared.start_seconds.get(name, []))
     if errors:
         raise errors[0]
     rows = record.finish([done_rows[p.index] for p in rows_plan])

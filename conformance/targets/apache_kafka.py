@@ -32,6 +32,15 @@ partitions move) within seconds, few internal-topic partitions. The case's broke
 override any of them. Feature levels (transaction.version, group.version, ...) are not broker
 configs in KRaft: they are set when the storage is formatted, so keys naming a feature go to
 `kafka-storage format --feature`, and metadata.version goes to `--release-version`.
+
+Releases before 3.0 (and `VERSION-zk`, conformance/targets/kafka_releases.py) run in ZooKeeper
+mode: the target first starts a standalone ZooKeeper server on loopback (the
+org.apache.zookeeper jar of the release's own classpath, ZooKeeperServerMain), then N brokers
+(broker.id 1..N, zookeeper.connect naming it), no storage format. ZooKeeper is the metadata
+quorum there and no fault touches it, so both topology shapes mean the same in this mode: the
+controller is whichever broker ZooKeeper elected, and killing brokers never takes the quorum
+down (what `controller: dedicated` asks for). Feature levels and metadata.version do not exist
+in ZooKeeper mode: a case that sets one is not applicable there.
 """
 from __future__ import annotations
 
@@ -50,7 +59,8 @@ from .. import buildcache
 from .base import NotApplicable, TargetStartError, Topology, wait_until
 from .topology import cluster_broker_defaults
 from .local import LocalProcessTarget
-from .maven import DEFAULT_KAFKA_VERSION, INSTALL_HINT, cached_lib, resolve_kafka
+from .kafka_releases import metadata_mode, release_of, version_tuple
+from .maven import DEFAULT_KAFKA_VERSION, INSTALL_HINT, broker_artifact, cached_lib, resolve_kafka
 from .process import NodeProcess, free_ports, port_accepts
 
 #: Keys of broker_configs that are KRaft feature levels, set at format time.
@@ -75,8 +85,20 @@ STORAGE_TOOL = "kafka.tools.StorageTool"
 #: feature levels (another metadata directory; a dynamic quorum's voter set): such a node is
 #: formatted in place rather than as a copy (ApacheKafkaTarget._format).
 FORMAT_IN_PLACE_KEYS = frozenset({"metadata.log.dir", "controller.quorum.bootstrap.servers"})
+#: In a format template: this kind of node cannot be a copy, format each node in place.
+IN_PLACE_MARK = "FORMAT_IN_PLACE"
 MAIN_CLASS = "kafka.Kafka"
+ZOOKEEPER_MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 HOST = "127.0.0.1"
+#: Broker configs only KRaft knows; ZooKeeper mode replaces them (ZOOKEEPER_BROKER_DEFAULTS).
+KRAFT_ONLY_DEFAULTS = ("broker.session.timeout.ms", "broker.heartbeat.interval.ms")
+#: ZooKeeper mode's counterpart of the 3 s broker session: a killed broker's registration in
+#: ZooKeeper expires, and the controller moves its leaderships, within seconds (the ZooKeeper
+#: server's tickTime of 500 ms allows sessions from 1 s to 10 s).
+ZOOKEEPER_BROKER_DEFAULTS = {"zookeeper.session.timeout.ms": "3000", "zookeeper.connection.timeout.ms": "30000"}
+ZOOKEEPER_TICK_MS = 500
+#: The first release whose partition leaders verify transactional produces (KIP-890 part 1).
+FIRST_VERIFYING_RELEASE = (3, 6)
 
 
 def java_version() -> tuple[int, str] | None:
@@ -192,11 +214,20 @@ class ApacheKafkaTarget(LocalProcessTarget):
             self.prewarm_coordinators = prewarm_coordinators
         self.cluster_id: str | None = None
         self.controller_ports: dict[int, int] = {}
+        #: ZooKeeper mode: the ZooKeeper server the target started, and its client port.
+        self.zookeeper: NodeProcess | None = None
+        self.zookeeper_port: int | None = None
+        self._zookeeper_stopped = False
         self.lib: Path | None = None
 
     @property
     def version(self) -> str:
         return self._version
+
+    @property
+    def metadata_mode(self) -> str:
+        """"kraft" or "zookeeper" (kafka_releases.metadata_mode)."""
+        return metadata_mode(self._version)
 
     @classmethod
     def availability(cls) -> tuple[bool, str]:
@@ -233,6 +264,9 @@ class ApacheKafkaTarget(LocalProcessTarget):
         t0 = time.monotonic()
         self.lib = resolve_kafka(self._version)
         self.timings["resolve"] = round(time.monotonic() - t0, 3)
+        if self.metadata_mode == "zookeeper":
+            self._launch_zookeeper_mode(topology, broker_configs)
+            return
         n = topology.nodes
         broker_ids = list(range(1, n + 1))
         dedicated = topology.controller == "dedicated"
@@ -295,23 +329,112 @@ class ApacheKafkaTarget(LocalProcessTarget):
         # The controller first: brokers register with it as soon as they start.
         for i in sorted(node_props, reverse=dedicated):
             d = self._node_dir(i)
-            argv = [
-                self._java(),
-                f"-Xmx{self.heap}",
-                f"-Xms{self.heap}",
-                *self.jvm_options,
-                *self._log_options(d),
-                f"-Dkafka.logs.dir={d}",
-                "-cp",
-                self._classpath(),
-                MAIN_CLASS,
-                str(d / "server.properties"),
-            ]
-            proc = NodeProcess(argv, d / "stdout.log", cwd=d, env=self._env())
+            proc = NodeProcess(self._broker_argv(d), d / "stdout.log", cwd=d, env=self._env())
             self.procs[i] = proc
             proc.start()
         for i in node_props:
             self._wait_listening(i)
+
+    def _discover_capabilities(self) -> None:
+        super()._discover_capabilities()
+        # KIP-890 part 1 came with 3.6.0, on unless the broker config turns it off.
+        verifies = (version_tuple(self._version)[:2] >= FIRST_VERIFYING_RELEASE
+                    and str(self.broker_configs.get("transaction.partition.verification.enable", "true")).lower() != "false")
+        if verifies:
+            self._discovered = self._discovered | {"txn_verification"}
+
+    def _launch_zookeeper_mode(self, topology: Topology, broker_configs: dict[str, str]) -> None:
+        """A ZooKeeper server, then N brokers registered in it (module doc)."""
+        set_features = sorted(k for k in broker_configs if k in FEATURE_KEYS or k == "metadata.version")
+        if set_features:
+            raise NotApplicable(f"Kafka {self._version} runs in ZooKeeper mode, which has no feature levels or "
+                                f"metadata.version; the case sets {', '.join(set_features)}")
+        n = topology.nodes
+        broker_ids = list(range(1, n + 1))
+        ports = free_ports(n + 1)
+        client_ports = dict(zip(broker_ids, ports[:n]))
+        self.zookeeper_port = ports[n]
+        self.controller_ports = {}
+        zk_dir = self.workdir / "zookeeper"
+        (zk_dir / "data").mkdir(parents=True, exist_ok=True)
+        write_properties(zk_dir / "zookeeper.properties", {
+            "dataDir": str(zk_dir / "data"),
+            "clientPort": str(self.zookeeper_port),
+            "clientPortAddress": HOST,
+            "tickTime": str(ZOOKEEPER_TICK_MS),
+            "maxClientCnxns": "0",
+            # The AdminServer (3.5+) would open an HTTP port on every interface.
+            "admin.enableServer": "false",
+            "4lw.commands.whitelist": "ruok,srvr",
+        })
+        (zk_dir / "log4j.properties").write_text(self._log4j1(zk_dir / "zookeeper.log"))
+        (zk_dir / "log4j2.properties").write_text(self._log4j2(zk_dir / "zookeeper.log"))
+        self.zookeeper = NodeProcess(
+            [self._java(), "-Xmx128m", "-Xms128m", *self.jvm_options, *self._log_options(zk_dir),
+             "-cp", self._classpath(), ZOOKEEPER_MAIN_CLASS, str(zk_dir / "zookeeper.properties")],
+            zk_dir / "stdout.log", cwd=zk_dir, env=self._env())
+        self.zookeeper.start()
+
+        def zk_up():
+            if not self.zookeeper.running():
+                raise TargetStartError(f"ZooKeeper exited with code {self.zookeeper.returncode()}:\n"
+                                       f"{self.zookeeper.log_tail()}")
+            return True if port_accepts(HOST, self.zookeeper_port) else None
+
+        try:
+            wait_until(f"ZooKeeper to listen on {self.zookeeper_port}", zk_up, self.ready_timeout)
+        except TimeoutError as exc:
+            raise TargetStartError(f"{exc}\n{self.zookeeper.log_tail()}") from None
+
+        configs = {k: v for k, v in default_broker_configs(n).items() if k not in KRAFT_ONLY_DEFAULTS}
+        configs.update(ZOOKEEPER_BROKER_DEFAULTS)
+        configs.update(broker_configs)
+        for i in broker_ids:
+            d = self._node_dir(i)
+            (d / "data").mkdir(parents=True, exist_ok=True)
+            props = {
+                "broker.id": str(i),
+                "zookeeper.connect": f"{HOST}:{self.zookeeper_port}",
+                "listeners": f"PLAINTEXT://{HOST}:{client_ports[i]}",
+                "advertised.listeners": f"PLAINTEXT://{HOST}:{client_ports[i]}",
+                **configs,
+                **self.node_configs.get(i, {}),
+                "log.dirs": str(d / "data"),
+            }
+            write_properties(d / "server.properties", props)
+            (d / "log4j2.properties").write_text(self._log4j2(d / "server.log"))
+            (d / "log4j.properties").write_text(self._log4j1(d / "server.log"))
+            self.addresses[i] = (HOST, client_ports[i])
+            self.procs[i] = NodeProcess(self._broker_argv(d), d / "stdout.log", cwd=d, env=self._env())
+            self.procs[i].start()
+        for i in broker_ids:
+            self._wait_listening(i)
+
+    def _broker_argv(self, d: Path) -> list[str]:
+        return [
+            self._java(),
+            f"-Xmx{self.heap}",
+            f"-Xms{self.heap}",
+            *self.jvm_options,
+            *self._log_options(d),
+            f"-Dkafka.logs.dir={d}",
+            "-cp",
+            self._classpath(),
+            MAIN_CLASS,
+            str(d / "server.properties"),
+        ]
+
+    def _stop(self) -> None:
+        super()._stop()
+        if self.zookeeper is not None:
+            # After the brokers: a broker that loses ZooKeeper first waits out its session.
+            self._zookeeper_stopped = True
+            self.zookeeper.terminate(self.stop_grace)
+
+    def exited(self) -> str | None:
+        if self.zookeeper is not None and not self._zookeeper_stopped and not self.zookeeper.running():
+            return f"the ZooKeeper server's process {self.zookeeper.pid} exited with code {self.zookeeper.returncode()}"
+        return super().exited()
 
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -338,6 +461,10 @@ class ApacheKafkaTarget(LocalProcessTarget):
             if i in in_place:
                 continue
             template = self._format_template(props, features, release)
+            if (template / IN_PLACE_MARK).exists():
+                # This release's format writes more than files (4.4's __cluster_metadata-0).
+                self._run_format({i: self._node_dir(i)}, self.cluster_id, features, release)
+                continue
             data = Path(props["log.dirs"])
             for f in template.iterdir():
                 if f.is_file() and f.name not in ("meta.properties", buildcache.STAMP, "format.log"):
@@ -363,8 +490,13 @@ class ApacheKafkaTarget(LocalProcessTarget):
                 shutil.copy2(self.workdir / f"node-{props['node.id']}" / name, node / name)
             self._run_format({0: node}, kafka_uuid(), features, release)
             extra = [f for f in (node / "data").iterdir() if not f.is_file()]
-            if extra:  # nothing but files is known to be node-independent
-                raise TargetStartError(f"kafka-storage format wrote directories {extra}: cannot copy its output")
+            if extra:
+                # Nothing but files is known to be node-independent (Kafka 4.4 writes the
+                # bootstrap metadata into __cluster_metadata-0): nodes of this kind are
+                # formatted in place, each with its own format run.
+                (directory / IN_PLACE_MARK).write_text(f"kafka-storage format wrote directories {extra}\n")
+                shutil.rmtree(node)
+                return
             for f in (node / "data").iterdir():
                 shutil.move(str(f), directory / f.name)
             shutil.move(str(node / "format.log"), directory / "format.log")
@@ -482,4 +614,8 @@ class ApacheKafkaTarget(LocalProcessTarget):
                     f = self._node_dir(i) / name
                     if f.exists():
                         files.append(f)
+            for name in ("zookeeper.log", "stdout.log"):
+                f = self.workdir / "zookeeper" / name
+                if f.exists():
+                    files.append(f)
         return files

@@ -69,7 +69,7 @@ def _broker_main_exists() -> bool:
 class EmbeddedTarget(LocalProcessTarget):
     name = "embedded"
     static_capabilities = frozenset({"kill", "pause", "restart", "stop_node", "fault_points", "multi_node",
-                                     "dedicated_controller", "wire_markers"})
+                                     "dedicated_controller", "wire_markers", "txn_verification"})
     advertises_listeners = True
     per_node_configs = True
     ready_timeout = 30.0
