@@ -10,15 +10,7 @@ import pytest
 from conformance.dsl import CaseError, load_case, load_cases
 from conformance.results import Row, Verdict, Check
 from conformance.runner.row import known_reference_bug
-
-CASE = """
-title: t
-topology: {topics: [t1]}
-actors:
-  p1: {role: producer, config: {transactional.id: x}}
-steps:
-  - p1: init_transactions
-"""
+from tests.unit.dsl.test_loader import MINIMAL as CASE
 
 
 def load(tmp_path: Path, extra: str):
