@@ -163,10 +163,13 @@ def junit_tree(runs: Runs) -> ET.Element:
     for target, rows in by_target.items():
         cases = [testcase(r, runs.dirs[id(r)]) for r in rows]
         counts = _counts(cases)
-        started = min((r.get("started_at") or "" for r in rows), default="") or first.get("started_at", "")
+        started = min((r.get("started_at") or "~" for r in rows), default="~").strip("~") or \
+            first.get("started_at", "")
         suite = ET.SubElement(root, "testsuite", name=target, tests=str(len(cases)), failures=str(counts["failures"]),
                               errors=str(counts["errors"]), skipped=str(counts["skipped"]),
-                              time=f"{counts['time']:.3f}", timestamp=started.rstrip("Z"), hostname=host)
+                              time=f"{counts['time']:.3f}", hostname=host)
+        if re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z?", started):
+            suite.set("timestamp", started.rstrip("Z"))
         props = ET.SubElement(suite, "properties")
         versions = sorted({r.get("target_version") or "" for r in rows} - {""})
         baselines = sorted({(r.get("expected") or {}).get("source", "") for r in rows} - {""})
