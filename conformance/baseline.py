@@ -41,6 +41,7 @@ from typing import Any, Iterable
 
 import yaml
 
+from .dsl.loader import CASES_ROOT, CaseError, load_case
 from .results import EXPECTABLE, Expected, Row, Status, Verdict, judge_status
 
 #: The baselines kconform ships (kfake, Tansu, the mock, older Kafka releases).
@@ -76,14 +77,25 @@ class Entry:
     def to_yaml(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         if self.clients:
-            out["clients"] = sorted(self.clients)
-        out["verdict"] = self.verdicts[0].value if len(self.verdicts) == 1 else [v.value for v in self.verdicts]
+            out["clients"] = _Flow(sorted(self.clients))
+        out["verdict"] = self.verdicts[0].value if len(self.verdicts) == 1 else _Flow(v.value for v in self.verdicts)
         if self.checks:
             out["checks"] = list(self.checks)
         out["reason"] = self.reason
         if self.link:
             out["link"] = self.link
         return out
+
+
+class _Flow(list):
+    """A list written on one line (`clients: [confluent, java]`)."""
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+_Dumper.add_representer(_Flow, lambda d, v: d.represent_sequence("tag:yaml.org,2002:seq", v, flow_style=True))
 
 
 @dataclass
@@ -166,9 +178,9 @@ class Baseline:
         text = (f"# kconform baseline of target {self.target}: the rows known to diverge from Apache Kafka.\n"
                 "# A row it names fails as known (expected_fail); a row that fails otherwise, or passes where\n"
                 "# an entry expects a failure, makes `kconform run` exit 1. Format: conformance/baseline.py.\n")
-        text += yaml.safe_dump(head, sort_keys=False, allow_unicode=True, width=100)
+        text += yaml.dump(head, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=110)
         if self.entries:
-            text += yaml.safe_dump(body, sort_keys=False, allow_unicode=True, width=100)
+            text += yaml.dump(body, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=110)
         else:
             text += "expected: {}\n"
         return text
@@ -264,6 +276,20 @@ def _reason(row: Row) -> str:
     return row.reason or "a check failed"
 
 
+def _link(row: Row) -> str:
+    """A new entry's link: the case file, when it documents the divergence (its
+    `known_differences` says what the target does and what Kafka does); else none (the
+    baseline's own link stands for it)."""
+    path = CASES_ROOT / f"{row.case}.yaml"
+    if not row.known_difference or not path.is_file():
+        return ""
+    try:
+        case = load_case(path)
+    except CaseError:
+        return ""
+    return f"cases/{row.case}.yaml" if row.known_difference in case.known_differences.values() else ""
+
+
 def update(baseline: Baseline | None, target: str, rows: Iterable[Row], link: str = "") -> Baseline:
     """The baseline of `target` after this run's rows (module doc); `baseline` is not changed.
 
@@ -313,7 +339,7 @@ def update(baseline: Baseline | None, target: str, rows: Iterable[Row], link: st
         prev = prev if prev is not None and not prev.is_glob else None
         verdicts = [r.verdict] + ([Verdict.PASS] if prev is not None and Verdict.PASS in prev.verdicts else [])
         checks = tuple(c.name for c in r.failed_checks) if r.verdict is Verdict.FAIL else ()
-        reason, link_ = (prev.reason, prev.link) if prev is not None else (_reason(r), "")
+        reason, link_ = (prev.reason, prev.link) if prev is not None else (_reason(r), _link(r))
         groups.setdefault((case, tuple(verdicts), checks, reason, link_), []).append(client)
     for (case, verdicts, checks, reason, link_), clients in groups.items():
         new.entries.append(Entry(case, list(verdicts), reason, link_, sorted(clients), list(checks)))

@@ -109,8 +109,13 @@ def testcase(row: dict, run_dir: Path) -> ET.Element:
     if status is Status.EXPECTED_FAIL:
         out.append(f"fails as the baseline {expected.get('source', '')} expects:")
         out += [f"  {line}" for line in _failed_lines(row) or [row.get("reason") or ""]]
+    if row.get("workload"):
+        w = row["workload"]
+        anomalies = ", ".join(f"{k} x{v}" for k, v in sorted((w.get("anomalies") or {}).items())) or "none"
+        out.append(f"workload seed {w.get('seed')}: {w.get('operations')} operations, {w.get('faults')} faults, "
+                   f"anomalies: {anomalies}")
     arts = row.get("artifacts") or {}
-    for key in ("transcript", "crash", "steps", "timeline", "anomalies"):
+    for key in ("transcript", "crash", "steps", "timeline", "anomalies", "history"):
         if arts.get(key):
             out.append(f"{key}: {_attachment(run_dir, arts[key])}")
     error_txt = run_dir / Path(arts.get("steps") or "x/x").parent / "error.txt"

@@ -132,7 +132,13 @@ def cmd_run(args) -> int:
         write_sentinel(args.junit, "kconform run did not finish: it was started and has not (yet) written its "
                                    "results", command_line(sys.argv))
     try:
-        return _cmd_run(args)
+        rc = _cmd_run(args)
+        if rc == 2 and args.junit:
+            from reports.junit import write_sentinel
+
+            write_sentinel(args.junit, "kconform run refused its options or cases (exit 2): nothing ran",
+                           command_line(sys.argv))
+        return rc
     except BaseException as exc:
         what = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}"
         if (args.results / "run.json").exists() or args.results.exists():

@@ -53,7 +53,7 @@ def progress_callbacks(total: int, jobs: int = 1, plain: bool = False):
                 progress.console.print(f"[{style}]{row.verdict}[/] {row.case} "
                                        f"[{row.target}-{row.client}] {why}", markup=True,
                                        highlight=False)
-            progress.update(task, completed=done)
+            progress.update(task, completed=done, total=total_)  # a shard runs fewer than planned
             line = lines.get(worker)
             if line is not None and done == total_:
                 progress.update(line, description=f"  w{worker}: done")
