@@ -105,9 +105,8 @@ def merge_metas(metas: list[dict]) -> list[dict]:
         merged["started_at"] = min(m.get("started_at") or "~" for m in shards)
         finished = [m.get("finished_at") for m in shards]
         done = all(m.get("status", "finished") == "finished" for m in shards) and all(finished)
-        merged["status"] = "finished" if done else next(m.get("status") for m in shards
-                                                        if m.get("status", "finished") != "finished" or
-                                                        not m.get("finished_at"))
+        merged["status"] = "finished" if done else next(
+            (m.get("status") for m in shards if m.get("status") not in (None, "finished")), "unfinished")
         if done:
             merged["finished_at"] = max(finished)
         else:
