@@ -78,7 +78,9 @@ def _details(row: dict) -> str:
     return "\n".join(lines)
 
 
-def testcase(row: dict, run_dir: Path) -> ET.Element:
+def testcase(row: dict, run_dir: Path, baselined: bool = True) -> ET.Element:
+    """The row's testcase; `baselined`: its target had a baseline in the run (a failure is then
+    *new*, and says so)."""
     status, note = status_of(row)
     tc = ET.Element("testcase", name=_clean(row["case"]), classname=classname(row["target"], row["client"]),
                     time=f"{float(row.get('duration_s') or 0):.3f}")
@@ -87,7 +89,8 @@ def testcase(row: dict, run_dir: Path) -> ET.Element:
         kind = "crash" if row["verdict"] == Verdict.CRASH else "fail"
         failed = _failed_lines(row)
         head = (row.get("reason") if kind == "crash" else None) or (failed[0] if failed else row.get("reason") or kind)
-        message = f"newly {'crashes' if kind == 'crash' else 'fails'} ({note}): {head}"
+        does = "crashes" if kind == "crash" else "fails"
+        message = f"newly {does} ({note}): {head}" if baselined else f"{does}: {head}"
         el = ET.SubElement(tc, "failure", type=kind, message=_clean(_one_line(message)))
         el.text = _clean(_details(row))
     elif status is Status.UNEXPECTED_PASS:
@@ -165,8 +168,10 @@ def junit_tree(runs: Runs) -> ET.Element:
         by_target.setdefault(r["target"], []).append(r)
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0}
     first = runs.runs[0] if runs.runs else {}
+    baselined = {t for m in runs.runs for s in (m.get("shards") or [m]) for t in (s.get("baselines") or {})}
     for target, rows in by_target.items():
-        cases = [testcase(r, runs.dirs[id(r)]) for r in rows]
+        cases = [testcase(r, runs.dirs[id(r)], target in baselined or any(r.get("expected") for r in rows))
+                 for r in rows]
         counts = _counts(cases)
         started = min((r.get("started_at") or "~" for r in rows), default="~").strip("~") or \
             first.get("started_at", "")

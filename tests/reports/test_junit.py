@@ -27,6 +27,9 @@ def _baseline(run_dir: Path, expected: dict[tuple[str, str, str], Expected]) -> 
         r.apply_baseline(expected.get((r.case, r.target, r.client)))
     path.write_text("".join(r.to_json() + "\n" for r in rows))
     (run_dir / "run.json").write_text(json.dumps({"run_id": rows[0].run_id, "status": "finished",
+                                                  "baselines": {"kfake": "baselines/kfake.yaml",
+                                                                "apache-kafka": "baselines/apache-kafka.yaml",
+                                                                "librdkafka-mock": "baselines/mock.yaml"},
                                                   "command": "kconform run --target kfake --results r",
                                                   "versions": {"kconform": "0.1.0 (git abc)"}}))
 
@@ -72,7 +75,7 @@ def test_junit_validates_and_says_what_each_row_is_to_a_ci(run_dir, tmp_path):
         elif r.status.value == "fail":
             f = kids["failure"]
             assert f.get("type") == ("crash" if r.verdict is Verdict.CRASH else "fail")
-            assert f.get("message").startswith("newly ")
+            assert f.get("message").startswith("newly ")     # the target had a baseline: a failure is new
             for c in r.failed_checks:
                 assert c.name in f.text
         elif r.verdict is Verdict.NOT_APPLICABLE:
@@ -111,3 +114,11 @@ def test_a_run_that_did_not_finish_or_a_missing_shard_errors(run_dir, tmp_path):
     harness = [tc for tc in ET.parse(out).getroot().iter("testcase") if tc.get("classname") == "kconform.harness"]
     assert [tc.find("error").get("message") for tc in harness] == [
         f"run {meta['run_id']}: shard 1 of 2 is missing from these results"]
+
+
+def test_without_a_baseline_a_failure_is_a_failure(tmp_path):
+    d = write_peer_run(tmp_path)
+    root = ET.parse(write_junit([d], tmp_path / "j.xml")).getroot()
+    messages = [f.get("message") for f in root.iter("failure")]
+    assert messages and not any(m.startswith("newly") for m in messages)
+    assert all(m.startswith(("fails: ", "crashes: ")) for m in messages)
