@@ -67,6 +67,15 @@ def counts(m: Matrix) -> dict[tuple[str, str], dict[str, int]]:
 
 
 def _run_command(meta: dict) -> str:
+    """The command line that made the run, as run.json recorded it (no machine paths); for the
+    shards of one run, shard 1's with `--shard I/N`; for runs made before it was recorded, the
+    command rebuilt from the run's targets and clients."""
+    shards = meta.get("shards") or []
+    command = (shards[0] if shards else meta).get("command")
+    if command:
+        if shards:
+            command = re.sub(r"--shard \d+/(\d+)", r"--shard I/\1", command)
+        return command
     parts = ["kconform run"]
     parts += [f"--target {t}" for t in meta.get("targets") or []]
     parts += [f"--client {c}" for c in meta.get("clients") or []]
@@ -76,6 +85,25 @@ def _run_command(meta: dict) -> str:
         parts.append(f"-j {meta['jobs']}")
     parts.append(f"--results {Path(meta.get('results_dir', 'DIR')).name}")
     return " ".join(parts)
+
+
+def _shards(meta: dict) -> str:
+    """` as 3 shards (wall times 4 min 10 s, ...)`, and what is missing, for a sharded run."""
+    shards = meta.get("shards")
+    if not shards:
+        return ""
+    text = f" as {meta.get('shard_count', len(shards))} shards (wall times {', '.join(_wall(s) for s in shards)})"
+    if meta.get("missing_shards"):
+        text += f" -- MISSING shard(s) {', '.join(map(str, meta['missing_shards']))}: cells of theirs are absent"
+    return text
+
+
+def _made_with(meta: dict) -> str:
+    """`, kconform 0.1.0 (git 3b3b087), Python 3.11.7` when run.json recorded the versions."""
+    v = meta.get("versions") or {}
+    parts = [f"kconform {v['kconform']}" if v.get("kconform") else "", f"Python {v['python']}" if v.get("python") else ""]
+    parts = [p for p in parts if p]
+    return (", " + ", ".join(parts)) if parts else ""
 
 
 def _wall(meta: dict) -> str:
@@ -97,8 +125,8 @@ def _provenance(m: Matrix, command: str | None) -> list[str]:
                                   "client: reruns supersede what they repeat)" if len(m.runs) > 1 else "") + ":", ""]
     for meta in m.runs:
         n_cases = len(meta.get("cases") or [])
-        lines.append(f"- `{_run_command(meta)}` -- run `{meta.get('run_id', '?')}`, {n_cases} cases, started "
-                     f"{meta.get('started_at', '?')}, wall time {_wall(meta)}")
+        lines.append(f"- `{_run_command(meta)}` -- run `{meta.get('run_id', '?')}`{_shards(meta)}, {n_cases} cases, "
+                     f"started {meta.get('started_at', '?')}, wall time {_wall(meta)}{_made_with(meta)}")
     lines.append("")
     if m.documented_later:
         lines += [_later_note(m), ""]
@@ -220,7 +248,7 @@ def render_html(m: Matrix, command: str | None = None) -> str:
          f"from{' (a later run replaces an earlier one per case, target and client)' if len(m.runs) > 1 else ''}:"
          f"</p><ul>"]
     p += [f"<li><code>{e(_run_command(meta))}</code> -- run <code>{e(str(meta.get('run_id', '?')))}</code>, "
-          f"wall time {e(_wall(meta))}</li>" for meta in m.runs]
+          f"{e(_shards(meta))}, wall time {e(_wall(meta))}{e(_made_with(meta))}</li>" for meta in m.runs]
     p.append("</ul>" + (f"<p>{e(_later_note(m))}</p>" if m.documented_later else "") + "<table><tr><th></th><th>version</th></tr>")
     p += [f"<tr><td>target {e(t)}</td><td>{e(m.versions.get(t, ''))}</td></tr>" for t in m.targets]
     p += [f"<tr><td>client {e(c)}</td><td>{e(v)}</td></tr>" for c, v in m.client_versions.items()]
