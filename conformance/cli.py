@@ -18,6 +18,7 @@ from broker_impl.config import ConfigError, parse_sets
 from reports.cli import report, transcript
 
 from .clients.registry import availability
+from .provenance import portable_path
 from .dsl import load_cases
 from .fuzz.cli import add_fuzz_parser
 from .runner.cli import add_run_parser
@@ -61,9 +62,43 @@ def _cmd_clients(args) -> int:
 
 
 def _cmd_report(args) -> int:
-    served, single = report(args.results, args.out, analytics_dir=args.analytics)
+    served, single = report(args.results, args.out, analytics_dir=args.analytics, previous=args.previous,
+                            build_name=args.build_name, report_url=args.report_url)
     print(f"report: {single}")
     print(f"served report directory: {served}")
+    return 0
+
+
+def _cmd_junit(args) -> int:
+    from reports.junit import write_junit
+
+    print(f"wrote {write_junit(args.results, args.out)}")
+    return 0
+
+
+def _cmd_baseline(args) -> int:
+    from .baseline import BaselineError, load, write_updated
+    from .results import ResultsFile
+
+    try:
+        existing = load(args.baseline or [])
+    except BaselineError as exc:
+        print(f"kconform baseline: {exc}", file=sys.stderr)
+        return 2
+    rows = [r for d in args.results for r in ResultsFile(d).read() if not args.targets or r.target in args.targets]
+    for path in write_updated(rows, existing, args.out, args.link):
+        print(f"wrote {path}")
+    return 0
+
+
+def _cmd_durations(args) -> int:
+    from .runner.shard import Durations
+
+    d = Durations.load(args.results)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(d.to_json(), encoding="utf-8")
+    print(f"wrote {out}: {len(d.seconds)} rows")
     return 0
 
 
@@ -95,14 +130,16 @@ def _cmd_matrix(args) -> int:
         from reports.history import write_page as write_history
 
         out = args.out or str(Path(args.results[-1]) / "history.md")
-        command = ("kconform matrix --history " + " ".join(f"--results {d}" for d in args.results)
-                   + f" --out {out}")
+        command = ("kconform matrix --history " + " ".join(f"--results {portable_path(d)}" for d in args.results)
+                   + f" --out {portable_path(out)}")
         print(f"wrote {write_history(args.results, out, regression_now, command)}")
         return 0
     from reports.matrix_page import write_page
 
     out = args.out or str(Path(args.results[-1]) / "compatibility.md")
-    command = "kconform matrix " + " ".join(f"--results {d}" for d in args.results) + f" --out {out}"
+    # As typed, but no machine path: the page is committed and read elsewhere (provenance.py).
+    command = "kconform matrix " + " ".join(f"--results {portable_path(d)}" for d in args.results) + \
+        f" --out {portable_path(out)}"
     for path in write_page(args.results, out, command, known_difference_now):
         print(f"wrote {path}")
     return 0
@@ -147,10 +184,35 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(func=_cmd_clients)
 
     r = sub.add_parser("report", help="Allure HTML report of a run (served directory + single file)")
-    r.add_argument("--results", required=True, help="the run's results directory")
+    r.add_argument("--results", required=True, action="append", metavar="DIR",
+                   help="the run's results directory (repeatable: the shards of one run make one report)")
     r.add_argument("--out", required=True, help="where to write the report")
     r.add_argument("--analytics", default=None, help="output directory of `kconform analyze` to link in")
+    r.add_argument("--previous", default=None, metavar="DIR",
+                   help="the previous report (its --out, or its html/): its history gives the Trend and Retries "
+                        "(default: the report already in --out)")
+    r.add_argument("--build-name", default=None, help="the build's name in the Executors panel and the Trend")
+    r.add_argument("--report-url", default=None, help="where this report will be served (linked from the Trend)")
     r.set_defaults(func=_cmd_report)
+
+    j = sub.add_parser("junit", help="JUnit XML of runs (the shards of one run merge; missing shards fail)")
+    j.add_argument("--results", required=True, action="append", metavar="DIR", help="a results directory (repeatable)")
+    j.add_argument("--out", required=True, metavar="FILE")
+    j.set_defaults(func=_cmd_junit)
+
+    bl = sub.add_parser("baseline", help="write targets' baselines from runs (the rows known to diverge)")
+    bl.add_argument("--results", required=True, action="append", metavar="DIR", help="a results directory (repeatable)")
+    bl.add_argument("--baseline", action="append", metavar="PATH", default=None,
+                    help="the baselines to update (files or directories; default: none, i.e. new ones)")
+    bl.add_argument("--out", required=True, metavar="DIR", help="where to write <target>.yaml")
+    bl.add_argument("--target", action="append", dest="targets", metavar="NAME", help="only these targets")
+    bl.add_argument("--link", default="", help="the new baselines' default link (an entry without its own)")
+    bl.set_defaults(func=_cmd_baseline)
+
+    du = sub.add_parser("durations", help="measured seconds per row from runs: what --shard balances by")
+    du.add_argument("--results", required=True, action="append", metavar="DIR", help="a results directory (repeatable)")
+    du.add_argument("--out", required=True, metavar="FILE")
+    du.set_defaults(func=_cmd_durations)
 
     mx = sub.add_parser("matrix", help="the compatibility page: every case x target x client, and each target's "
                                        "divergences from Apache Kafka (Markdown + HTML)")
@@ -169,7 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr.set_defaults(func=_cmd_transcript)
 
     an = sub.add_parser("analyze", help="Spark analytics across many runs")
-    an.add_argument("--results", required=True, help="root directory holding one directory per run")
+    an.add_argument("--results", required=True, action="append", metavar="DIR",
+                    help="root directory holding one directory per run (repeatable: e.g. the shards' results)")
     an.add_argument("--out", required=True)
     an.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
     an.set_defaults(func=_cmd_analyze)

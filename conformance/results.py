@@ -18,6 +18,12 @@ analytics over every kept run), so `Row.to_dict` writes the fields and the order
 documents, `Row.from_dict` reads rows of older runs (optional fields defaulted), and
 `read_rows` refuses a row that lacks a required field or has an unknown verdict -- a report
 that silently dropped rows would misreport conformance.
+
+Baselines (conformance/baseline.py): a target's expectations file lists the rows known to
+diverge. A row the baseline names carries the entry (`Expected`), and every row of a run gets
+its `Status` -- the verdict judged against the baseline, what CI reads: `expected_fail` (fails
+as known), `fail` (newly fails), `unexpected_pass` (newly passes). The verdict stays the fact
+about the target; the status is what the run makes of it (`judge_status`, the one place).
 """
 from __future__ import annotations
 
@@ -62,6 +68,91 @@ VERDICTS: tuple[Verdict, ...] = tuple(Verdict)
 RAN = frozenset({Verdict.PASS, Verdict.FAIL})
 DIVERGING = frozenset({Verdict.FAIL, Verdict.CRASH})
 BAD = frozenset({Verdict.FAIL, Verdict.CRASH, Verdict.ERROR})
+
+
+class Status(enum.StrEnum):
+    """A row's verdict judged against its target's baseline (conformance/baseline.py): what a CI
+    reports. Without a baseline entry a pass is `pass` and a fail or crash is `fail`."""
+
+    #: Every check held, and the baseline expects no failure (or allows a pass: a flaky row).
+    PASS = "pass"
+    #: Newly fails: a fail or crash the baseline does not expect -- or not this way (another
+    #: verdict, or a failed check the entry does not list).
+    FAIL = "fail"
+    #: Fails (or crashes) exactly as the baseline says it is known to.
+    EXPECTED_FAIL = "expected_fail"
+    #: Passes although the baseline expects it to fail: the entry is stale (the bug was fixed).
+    UNEXPECTED_PASS = "unexpected_pass"
+    NOT_APPLICABLE = "not_applicable"
+    #: kconform could not run the row: never expected, whatever the baseline says.
+    ERROR = "error"
+
+    @property
+    def bad(self) -> bool:
+        """A row a baselined `kconform run` exits non-zero for."""
+        return self in STATUS_BAD
+
+
+STATUS_BAD = frozenset({Status.FAIL, Status.UNEXPECTED_PASS, Status.ERROR})
+#: The verdicts a baseline entry may expect (an `error` is kconform's own failure: never expected;
+#: `pass` only beside a failing verdict, for a row known to be flaky).
+EXPECTABLE = (Verdict.FAIL, Verdict.CRASH, Verdict.PASS)
+
+
+@dataclass
+class Expected:
+    """The baseline entry a row matched: the verdicts it may have (fail, crash; pass too for a
+    flaky row), the failed checks known (empty: any), why, and where it is tracked."""
+
+    verdicts: list[Verdict]
+    reason: str
+    link: str = ""
+    #: Names of the failed checks known; a failure of any other check is a new divergence.
+    checks: list[str] = field(default_factory=list)
+    #: The baseline file the entry comes from.
+    source: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"verdicts": [v.value for v in self.verdicts], "reason": self.reason, "link": self.link}
+        if self.checks:
+            out["checks"] = list(self.checks)
+        if self.source:
+            out["source"] = self.source
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Expected":
+        return cls([Verdict(v) for v in d.get("verdicts") or []], d.get("reason") or "", d.get("link") or "",
+                   list(d.get("checks") or []), d.get("source") or "")
+
+
+def judge_status(verdict: Verdict, failed_checks: Iterable[str], expected: Expected | None) -> tuple[Status, str]:
+    """(status, why) of a row against its baseline entry (None: the baseline has none)."""
+    if verdict is Verdict.ERROR:
+        return Status.ERROR, ""
+    if verdict is Verdict.NOT_APPLICABLE:
+        return Status.NOT_APPLICABLE, ""
+    if expected is None:
+        return (Status.PASS, "") if verdict is Verdict.PASS else (Status.FAIL, "not in the baseline")
+    wanted = "/".join(v.value for v in expected.verdicts if v is not Verdict.PASS) or "fail"
+    if verdict is Verdict.PASS:
+        if Verdict.PASS in expected.verdicts:
+            return Status.PASS, "the baseline allows a pass (flaky)"
+        return Status.UNEXPECTED_PASS, f"passes; the baseline expects {wanted}: {expected.reason}"
+    if verdict not in expected.verdicts:
+        does = "crashes" if verdict is Verdict.CRASH else "fails"
+        return Status.FAIL, f"{does}; the baseline expects {wanted}"
+    new = [c for c in failed_checks if c not in expected.checks] if expected.checks else []
+    if new:
+        return Status.FAIL, f"fails a check the baseline does not list: {'; '.join(new)}"
+    return Status.EXPECTED_FAIL, expected.reason
+
+
+def status_of(row: dict[str, Any]) -> tuple[Status, str]:
+    """judge_status for a row as results.jsonl holds it (reports read dicts)."""
+    expected = Expected.from_dict(row["expected"]) if row.get("expected") else None
+    failed = [c["name"] for c in row.get("checks") or [] if not c.get("passed")]
+    return judge_status(Verdict(row["verdict"]), failed, expected)
 
 
 # ============================================================================ verdict exceptions
@@ -168,14 +259,20 @@ class Row:
     #: (its `known_reference_bug`, or the key of a broker regression case); None (not written)
     #: elsewhere. A failing row with it is that bug of the release, not a finding.
     known_reference_bug: str | None = None
+    #: The baseline entry the row matched (None: none, or no baseline; not written then).
+    expected: Expected | None = None
+    #: The verdict judged against the baseline (`judge`d by apply_baseline); None (not written)
+    #: for rows of writers that judge none (older runs, kconform diff, kconform fuzz).
+    status: Status | None = None
 
     #: The fields written in the order of the schema (and of the rows the runner always wrote).
     ORDER: ClassVar[tuple[str, ...]] = (
         "run_id", "started_at", "case", "case_title", "tags", "scenario", "target", "target_version", "client",
         "client_version", "verdict", "checks", "outcome", "diff", "reference_target", "duration_s", "reason",
-        "artifacts", "known_difference", "workload", "unspecified", "known_reference_bug")
+        "artifacts", "known_difference", "workload", "unspecified", "known_reference_bug", "expected", "status")
     #: Written only when set.
-    OPTIONAL: ClassVar[frozenset[str]] = frozenset({"unspecified", "workload", "known_reference_bug"})
+    OPTIONAL: ClassVar[frozenset[str]] = frozenset({"unspecified", "workload", "known_reference_bug", "expected",
+                                                    "status"})
 
     @property
     def failed_checks(self) -> list[Check]:
@@ -192,6 +289,17 @@ class Row:
         elif self.verdict is Verdict.FAIL and self.known_difference:
             self.reason = f"known difference: {self.known_difference}"
 
+    def apply_baseline(self, expected: Expected | None) -> Status:
+        """Judge the row against its baseline entry (None: the baseline names it not): sets
+        `expected` and `status`."""
+        self.expected = expected
+        self.status = judge_status(self.verdict, [c.name for c in self.failed_checks], expected)[0]
+        return self.status
+
+    def status_note(self) -> str:
+        """Why the row has its status (judge_status's reason)."""
+        return judge_status(self.verdict, [c.name for c in self.failed_checks], self.expected)[1]
+
     def end(self, exc: VerdictException) -> None:
         """A verdict exception ended the row."""
         self.verdict = exc.verdict
@@ -205,8 +313,10 @@ class Row:
                 continue
             if name == "checks":
                 value = [c.to_dict() for c in value]
-            elif name == "verdict":
+            elif name in ("verdict", "status"):
                 value = value.value
+            elif name == "expected":
+                value = value.to_dict()
             out[name] = value
         return out
 
@@ -224,10 +334,16 @@ class Row:
             verdict = Verdict(d["verdict"])
         except ValueError:
             raise ValueError(f"verdict {d['verdict']!r} is not one of {[v.value for v in VERDICTS]}") from None
-        known = {k: d[k] for k in cls.ORDER if k in d and k not in ("checks", "verdict")}
+        try:
+            status = Status(d["status"]) if d.get("status") is not None else None
+        except ValueError:
+            raise ValueError(f"status {d['status']!r} is not one of {[s.value for s in Status]}") from None
+        known = {k: d[k] for k in cls.ORDER if k in d and k not in ("checks", "verdict", "expected", "status")}
         return cls(**{**known, "case_title": d.get("case_title") or d["case"], "started_at": d.get("started_at", ""),
                       "verdict": verdict, "checks": [Check.from_dict(c) for c in d.get("checks") or []],
-                      "artifacts": d.get("artifacts") or {}, "outcome": d.get("outcome") or {}})
+                      "artifacts": d.get("artifacts") or {}, "outcome": d.get("outcome") or {},
+                      "expected": Expected.from_dict(d["expected"]) if d.get("expected") else None,
+                      "status": status})
 
 
 # ============================================================================ results.jsonl

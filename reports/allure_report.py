@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from .allure_results import rows_to_allure, side_by_side_attachments, write_categories, write_environment
-from .results import read_results
+from .results import read_runs
 
 PINNED = Path(__file__).resolve().parent / "allure"
 ALLURE_HEAP = "-Xmx512m"
@@ -73,19 +73,23 @@ def _run_allure(args: list[str], timeout: float) -> None:
                            f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
 
 
-def stage_results(results_dir: str | Path, staging: str | Path, allure_results: str | Path | None = None) -> Path:
+def stage_results(results_dir: str | Path | list, staging: str | Path, allure_results: str | Path | None = None) -> Path:
     """Allure results for a run in ``staging``: the plugin's when there are some, else made from rows.
 
-    ``allure_results`` defaults to ``results_dir/allure-results``. Either
-    way the staging directory gets categories, environment and the
-    side-by-side page per case.
+    ``results_dir`` may be several directories (the shards of one run, or runs to show as one
+    report: a cell in two of them is a retry). ``allure_results`` defaults to
+    ``results_dir/allure-results`` (of the first). Either way the staging directory gets
+    categories, environment and the side-by-side page per case.
     """
-    results_dir, staging = Path(results_dir), Path(staging)
+    dirs = [Path(d) for d in (results_dir if isinstance(results_dir, (list, tuple)) else [results_dir])]
+    staging = Path(staging)
     if staging.exists():
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
-    rows = read_results(results_dir) if (results_dir / "results.jsonl").is_file() else []
-    plugin = Path(allure_results) if allure_results else results_dir / "allure-results"
+    with_rows = [d for d in dirs if (d / "results.jsonl").is_file()]
+    runs = read_runs(with_rows)
+    rows = runs.rows
+    plugin = Path(allure_results) if allure_results else dirs[0] / "allure-results"
     if plugin.is_dir() and any(plugin.glob("*-result.json")):
         for f in plugin.iterdir():
             if f.is_file():
@@ -97,23 +101,72 @@ def stage_results(results_dir: str | Path, staging: str | Path, allure_results: 
         if rows and not (staging / "environment.properties").exists():
             write_environment(rows, staging)
     elif rows:
-        rows_to_allure(rows, results_dir, staging)
+        rows_to_allure(rows, runs.dirs, staging, runs.runs)
     else:
-        raise FileNotFoundError(f"{results_dir} has neither results.jsonl nor allure-results")
+        raise FileNotFoundError(f"{', '.join(map(str, dirs))}: neither results.jsonl nor allure-results")
     return staging
 
 
-def generate(staging: str | Path, out_dir: str | Path, timeout: float = 600.0) -> tuple[Path, Path]:
+def history_source(previous: str | Path) -> Path | None:
+    """The history directory of a previous report: PREV/html/history (a `kconform report --out`
+    directory), PREV/history (a served report) or PREV itself (a history directory)."""
+    previous = Path(previous)
+    for candidate in (previous / "html" / "history", previous / "history", previous):
+        if (candidate / "history.json").is_file() or (candidate / "history-trend.json").is_file():
+            return candidate
+    return None
+
+
+def _last_build_order(history: Path | None) -> int:
+    try:
+        trend = json.loads((history / "history-trend.json").read_text())
+    except (OSError, ValueError, TypeError):
+        return 0
+    return max((int(item.get("buildOrder") or 0) for item in trend if isinstance(item, dict)), default=0)
+
+
+def executor(history: Path | None, build_name: str | None = None, report_url: str | None = None) -> dict:
+    """executor.json: who made the report (the Executors panel, the Trend's build labels). In
+    GitHub Actions the workflow run (its number orders the builds, its page is the build URL);
+    elsewhere kconform, numbering its builds on from the previous report's history."""
+    env = os.environ
+    if env.get("GITHUB_RUN_ID"):
+        server = env.get("GITHUB_SERVER_URL", "https://github.com")
+        url = f"{server}/{env.get('GITHUB_REPOSITORY', '')}/actions/runs/{env['GITHUB_RUN_ID']}"
+        out = {"name": "GitHub Actions", "type": "github",
+               "buildName": build_name or f"{env.get('GITHUB_WORKFLOW', 'kconform')} #{env.get('GITHUB_RUN_NUMBER', '')}",
+               "buildOrder": int(env.get("GITHUB_RUN_NUMBER") or _last_build_order(history) + 1), "buildUrl": url}
+    else:
+        order = _last_build_order(history) + 1
+        out = {"name": "kconform", "type": "kconform", "buildName": build_name or f"kconform run #{order}",
+               "buildOrder": order}
+    if report_url:
+        out["reportUrl"] = report_url
+    out["reportName"] = "kconform conformance"
+    return out
+
+
+def generate(staging: str | Path, out_dir: str | Path, timeout: float = 600.0, previous: str | Path | None = None,
+             build_name: str | None = None, report_url: str | None = None) -> tuple[Path, Path]:
     """Run Allure over ``staging``: ``out_dir/html`` (to serve) and ``out_dir/kconform-report.html``.
 
-    The previous report's ``history`` is carried into the new one, so
-    Allure's trend charts and retries span runs.
+    The previous report's ``history`` is carried into the new one -- ``previous`` (a report
+    directory, e.g. the last CI run's downloaded artifact) or, without it, ``out_dir``'s own
+    report -- so Allure's Trend, History and Retries span runs; ``executor.json`` names the build
+    (executor). The served report's ``history/`` is what the next run carries on: keep it.
     """
     staging, out_dir = Path(staging), Path(out_dir)
     served = out_dir / "html"
     single = out_dir / "kconform-report.html"
-    if (served / "history").is_dir():
-        shutil.copytree(served / "history", staging / "history", dirs_exist_ok=True)
+    history = history_source(previous) if previous else history_source(out_dir)
+    if previous and history is None:
+        raise FileNotFoundError(f"{previous}: no Allure history there (html/history or history/ with history.json)")
+    if history is not None:
+        with tempfile.TemporaryDirectory() as keep:   # --clean below may remove the very source
+            shutil.copytree(history, Path(keep) / "history")
+            shutil.copytree(Path(keep) / "history", staging / "history", dirs_exist_ok=True)
+    (staging / "executor.json").write_text(json.dumps(executor(staging / "history" if history else None,
+                                                               build_name, report_url)), encoding="utf-8")
     _run_allure(["generate", "--clean", str(staging), "-o", str(served)], timeout)
     with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
         _run_allure(["generate", "--clean", "--single-file", str(staging), "-o", tmp], timeout)

@@ -7,13 +7,19 @@ one ``<uuid>-result.json`` per case x target x client, attachments beside
 them, ``categories.json`` and ``environment.properties``.
 
 Mapping: verdict pass/fail/crash/not_applicable/error -> Allure
-passed/failed/failed/skipped/broken; ``outcome.steps`` -> steps, and the case's
-checks as steps under "checks"; labels target, client, their versions,
-parentSuite (the case's theme), suite (the case), subSuite (the target),
-and tags. ``statusDetails.message`` starts with "<KIND> on <target>: "
-(KIND: CRASH, INVARIANT FAILED, DIVERGES from <reference>, NOT APPLICABLE,
-ERROR), and the categories are per target and kind (``categories``). ``historyId`` is a hash of case, target and client, so Allure's
-history and retries line up across runs.
+passed/failed/failed/skipped/broken; against a baseline (the row's status,
+conformance.results.Status) an expected failure is skipped ("EXPECTED FAIL", as
+allure-pytest shows an xfail) and an unexpected pass failed ("UNEXPECTED PASS");
+``outcome.steps`` -> steps, and the case's checks as steps under "checks";
+labels target, client, their versions, parentSuite (the case's theme), suite
+(the case), subSuite (the target), and tags; the baseline entry's link as an
+issue link. ``statusDetails.message`` starts with "<KIND> on <target>: "
+(KIND: CRASH, INVARIANT FAILED, UNEXPECTED PASS, EXPECTED FAIL, DIVERGES from
+<reference>, NOT APPLICABLE, ERROR), and the categories are per target and kind
+(``categories``). ``historyId`` is a hash of case, target and client, so Allure's
+history and retries line up across runs. A run (or a shard of one) that did not
+finish, and a shard missing from the results, become "broken" results of their own
+("HARNESS": kconform itself failed), so such a report never looks complete.
 """
 
 from __future__ import annotations
@@ -26,13 +32,15 @@ import uuid as uuidlib
 from datetime import datetime
 from pathlib import Path
 
-from conformance.results import Verdict
+from conformance.results import Status, Verdict, status_of
 
 from .results import by_case, theme
 from .side_by_side import render_case
 
 STATUS = {Verdict.PASS: "passed", Verdict.FAIL: "failed", Verdict.CRASH: "failed", Verdict.NOT_APPLICABLE: "skipped",
           Verdict.ERROR: "broken"}
+#: Where the status against a baseline changes the verdict's Allure status.
+ALLURE_STATUS = {Status.EXPECTED_FAIL: "skipped", Status.UNEXPECTED_PASS: "failed"}
 
 #: Per target, what its rows can be, as Allure categories: (name, the message's first words,
 #: Allure statuses). The message of every row starts with "<WORDS> on <target>: " (see
@@ -42,10 +50,15 @@ STATUS = {Verdict.PASS: "passed", Verdict.FAIL: "failed", Verdict.CRASH: "failed
 KINDS = [
     ("crashes", "CRASH", ["failed"]),
     ("fails a check", "INVARIANT FAILED", ["failed"]),
+    ("newly passes (its baseline entry is stale)", "UNEXPECTED PASS", ["failed"]),
+    ("fails as its baseline expects", "EXPECTED FAIL", ["skipped"]),
     ("passes, outcome differs from {reference}", "DIVERGES from \\S+", ["passed"]),
     ("not applicable", "NOT APPLICABLE", ["skipped"]),
     ("kconform error", "ERROR", ["broken"]),
 ]
+#: Results of kconform's own failure (a run that did not finish, a missing shard).
+HARNESS_CATEGORY = {"name": "kconform itself failed (a run or shard did not finish, or is missing)",
+                    "messageRegex": "(?s)HARNESS: .*", "matchedStatuses": ["broken"]}
 #: For results whose rows are unknown (the pytest plugin's, without results.jsonl).
 CATEGORIES = [
     {"name": "crashes the target", "messageRegex": "(?s).*CRASH.*", "matchedStatuses": ["failed"]},
@@ -73,7 +86,7 @@ def categories(rows: list[dict] | None = None) -> list[dict]:
                 label = "fails a check (the reference: the case or kconform is wrong)"
             out.append({"name": f"{t} · {label}", "messageRegex": f"(?s){words} on {re.escape(t)}: .*",
                         "matchedStatuses": statuses})
-    return out
+    return [HARNESS_CATEGORY] + out
 
 
 _MIME = {".json": "application/json", ".jsonl": "text/plain", ".log": "text/plain", ".txt": "text/plain",
@@ -122,7 +135,15 @@ def _status_message(row: dict) -> tuple[str, str]:
     lines: list[str] = []
     trace: list[str] = []
     on = f"on {row['target']}"
-    if row["verdict"] == Verdict.FAIL:
+    status, note = status_of(row)
+    expected = row.get("expected") or {}
+    if status is Status.EXPECTED_FAIL:
+        lines.append(f"EXPECTED FAIL {on}: {expected.get('reason', '')}"
+                     + (f" ({expected['link']})" if expected.get("link") else ""))
+        trace += [f"{c['name']}: {c.get('message', '')}" for c in row["checks"] if not c.get("passed")]
+    elif status is Status.UNEXPECTED_PASS:
+        lines.append(f"UNEXPECTED PASS {on}: {note} -- remove the entry from {expected.get('source', 'the baseline')}")
+    elif row["verdict"] == Verdict.FAIL:
         failed = [c for c in row["checks"] if not c.get("passed")]
         lines.append(f"INVARIANT FAILED {on}: " + "; ".join(f"{c['name']}: {c.get('message', '')}" for c in failed))
     elif row["verdict"] == Verdict.CRASH:
@@ -206,7 +227,7 @@ def row_to_result(row: dict, run_dir: Path, w: _Writer, side_by_side: dict | Non
         "name": f"{row['case']} [{row['target']} · {row['client']}]",
         "fullName": full,
         "description": row.get("case_title", ""),
-        "status": STATUS[row["verdict"]],
+        "status": ALLURE_STATUS.get(status_of(row)[0], STATUS[row["verdict"]]),
         "statusDetails": {"message": message, "trace": trace} if message else {},
         "stage": "finished",
         "start": start,
@@ -216,7 +237,8 @@ def row_to_result(row: dict, run_dir: Path, w: _Writer, side_by_side: dict | Non
         "labels": labels,
         "parameters": [{"name": "target", "value": f"{row['target']} {row.get('target_version', '')}".strip()},
                        {"name": "client", "value": f"{row['client']} {row.get('client_version', '')}".strip()}],
-        "links": [],
+        "links": ([{"name": "baseline: " + (row.get("expected") or {}).get("source", ""), "type": "issue",
+                    "url": row["expected"]["link"]}] if (row.get("expected") or {}).get("link") else []),
     }
 
 
@@ -242,18 +264,53 @@ def write_categories(out: Path, rows: list[dict] | None = None) -> None:
     (out / "categories.json").write_text(json.dumps(categories(rows), indent=2), encoding="utf-8")
 
 
-def rows_to_allure(rows: list[dict], run_dir: str | Path, out_dir: str | Path) -> Path:
-    """Write Allure results for ``rows`` (read from ``run_dir``) into ``out_dir``."""
-    run_dir, out = Path(run_dir), Path(out_dir)
+def rows_to_allure(rows: list[dict], run_dir: str | Path | dict[int, Path], out_dir: str | Path,
+                   runs: list[dict] | None = None) -> Path:
+    """Write Allure results for ``rows`` into ``out_dir``. ``run_dir``: the directory the rows
+    were read from, or per row (by id) its own (several directories, the shards of a run);
+    ``runs``: their run.json (merged), for the harness results (harness_results)."""
+    out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    dir_of = (lambda r: run_dir[id(r)]) if isinstance(run_dir, dict) else (lambda r, d=Path(run_dir): d)
     w = _Writer(out)
     for case, case_rows in by_case(rows).items():
         sbs = w.text("side by side (all targets)", render_case(case_rows), ".html", "text/html")
         for row in case_rows:
-            res = row_to_result(row, run_dir, w, sbs)
+            res = row_to_result(row, dir_of(row), w, sbs)
             (out / f"{res['uuid']}-result.json").write_text(json.dumps(res), encoding="utf-8")
+    for res in harness_results(runs or []):
+        (out / f"{res['uuid']}-result.json").write_text(json.dumps(res), encoding="utf-8")
     write_categories(out, rows)
-    write_environment(rows, out)
+    write_environment(rows, out, _run_environment(runs or []))
+    return out
+
+
+def harness_results(runs: list[dict]) -> list[dict]:
+    """A "broken" result per run or shard that did not finish and per missing shard
+    (reports.junit.harness_problems): kconform's own failure, never a clean report."""
+    from .junit import harness_problems
+
+    now = int(datetime.now().timestamp() * 1000)
+    return [{"uuid": str(uuidlib.uuid4()), "historyId": _hash("kconform-harness", name), "name": f"kconform: {name}",
+             "fullName": f"kconform::harness::{name}", "status": "broken", "stage": "finished", "start": now,
+             "stop": now, "statusDetails": {"message": f"HARNESS: {message}", "trace": ""}, "steps": [],
+             "attachments": [], "parameters": [], "links": [],
+             "labels": [{"name": "parentSuite", "value": "kconform"}, {"name": "suite", "value": "harness"}]}
+            for name, message in harness_problems(runs)]
+
+
+def _run_environment(runs: list[dict]) -> dict[str, str]:
+    """What environment.properties adds from run.json: the command and kconform's version."""
+    out = {}
+    for i, meta in enumerate(runs):
+        suffix = f".{i + 1}" if len(runs) > 1 else ""
+        shards = meta.get("shards") or [meta]
+        if shards[0].get("command"):
+            out[f"command{suffix}"] = shards[0]["command"]
+        if (meta.get("versions") or {}).get("kconform"):
+            out[f"kconform{suffix}"] = meta["versions"]["kconform"]
+        if meta.get("shard_count"):
+            out[f"shards{suffix}"] = f"{len(shards)} of {meta['shard_count']}"
     return out
 
 

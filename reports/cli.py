@@ -12,15 +12,17 @@ from pathlib import Path
 from typing import TextIO
 
 
-def report(results_dir: str | Path, out_dir: str | Path, *, allure_results: str | Path | None = None,
-           analytics_dir: str | Path | None = None) -> tuple[Path, Path]:
+def report(results_dir: str | Path | list, out_dir: str | Path, *, allure_results: str | Path | None = None,
+           analytics_dir: str | Path | None = None, previous: str | Path | None = None,
+           build_name: str | None = None, report_url: str | None = None) -> tuple[Path, Path]:
     """Allure HTML for the run in ``results_dir``: (served report directory, single-file report).
 
-    Uses ``results_dir/allure-results`` (or ``allure_results``) when the
-    pytest plugin wrote them, else converts ``results.jsonl``. When
-    ``analytics_dir`` holds the charts of ``reports.analytics.analyze``
-    they are added as an "Analytics over all runs" entry. The Allure
-    inputs are kept in ``out_dir/allure-results``.
+    ``results_dir`` may be several directories: the shards of one run make one report. Uses
+    ``results_dir/allure-results`` (or ``allure_results``) when the pytest plugin wrote them,
+    else converts ``results.jsonl``. When ``analytics_dir`` holds the charts of
+    ``reports.analytics.analyze`` they are added as an "Analytics over all runs" entry. The
+    Allure inputs are kept in ``out_dir/allure-results``. ``previous``: the last report (its
+    history makes the Trend and Retries span runs; default ``out_dir``'s own).
     """
     from .allure_report import analytics_result, generate, stage_results
 
@@ -31,7 +33,7 @@ def report(results_dir: str | Path, out_dir: str | Path, *, allure_results: str 
         extra = analytics_result(analytics_dir, staging)
         if extra:
             (staging / f"{extra['uuid']}-result.json").write_text(json.dumps(extra), encoding="utf-8")
-    return generate(staging, out)
+    return generate(staging, out, previous=previous, build_name=build_name, report_url=report_url)
 
 
 def transcript_lines(path: str | Path) -> list[str]:

@@ -26,7 +26,8 @@ from conformance.results import Verdict
 from conformance.targets.kafka_releases import metadata_mode
 
 from .matrix import one_line, shorten
-from .results import read_results, read_run_meta
+from .matrix_page import run_command, shards_note
+from .results import read_runs
 
 #: case id -> its regression section as a dict (key, component, affected, fixed, summary), or None.
 RegressionLookup = Callable[[str], "dict | None"]
@@ -78,28 +79,25 @@ class History:
 
 def build(results_dirs: list[Path], regression_of: RegressionLookup) -> History:
     cells: dict[tuple[str, str, str], dict] = {}
-    runs, releases, others, clients = [], set(), [], []
-    for d in results_dirs:
-        meta = read_run_meta(d)
-        meta["results_dir"] = str(d)
-        runs.append(meta)
-        for r in read_results(d):
-            rel = release_of(r)
-            column = rel if rel is not None else r["target"]
-            if rel is not None:
-                releases.add(rel)
-            elif column not in others:
-                others.append(column)
-            if r["client"] not in clients:
-                clients.append(r["client"])
-            cells[(r["case"], column, r["client"])] = r
+    releases, others, clients = set(), [], []
+    read = read_runs(results_dirs)   # the shards of one run are one run
+    for r in read.rows:
+        rel = release_of(r)
+        column = rel if rel is not None else r["target"]
+        if rel is not None:
+            releases.add(rel)
+        elif column not in others:
+            others.append(column)
+        if r["client"] not in clients:
+            clients.append(r["client"])
+        cells[(r["case"], column, r["client"])] = r
     regressions = {}
     for case in {k[0] for k in cells}:
         reg = regression_of(case)
         if reg:
             regressions[case] = reg
     return History(releases=sorted(releases, key=version_key), others=others, cells=cells, clients=clients,
-                   regressions=regressions, runs=runs,
+                   regressions=regressions, runs=read.runs,
                    titles={k[0]: r.get("case_title") or k[0] for k, r in cells.items()})
 
 
@@ -154,9 +152,8 @@ def render(h: History, command: str | None = None) -> str:
            "```", command or "kconform matrix --history --results DIR [--results DIR ...] --out FILE", "```", "",
            "from these runs (a later run's row replaces an earlier one's for the same case, release and client):", ""]
     for meta in h.runs:
-        out.append(f"- `{Path(meta.get('results_dir', '?')).name}`: run `{meta.get('run_id', '?')}`, "
-                   f"targets {', '.join(meta.get('targets') or []) or '?'}, clients "
-                   f"{', '.join(meta.get('clients') or []) or '?'}, started {meta.get('started_at', '?')}")
+        out.append(f"- `{run_command(meta)}` -- run `{meta.get('run_id', '?')}`{shards_note(meta)}, "
+                   f"started {meta.get('started_at', '?')}")
     out += ["", "Releases (columns) in version order; "
             + (f"other targets: {', '.join(h.others)}. " if h.others else "")
             + "Clients: " + ", ".join(_client_label(h, c) for c in h.clients) + ".", ""]

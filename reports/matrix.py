@@ -15,7 +15,8 @@ target's last log lines for a crash, and the case's documented `known_difference
 
 Everything comes from results files (docs/results-schema.md) and the run.json beside them; this
 module never imports the runner. Several results directories make one matrix (the peers' run
-and the Kafka releases' run): a later row for the same case x target x client wins.
+and the Kafka releases' run): a later row for the same case x target x client wins; the shards
+of one run (`kconform run --shard I/N`, one run id) are one run.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from pathlib import Path
 
 from conformance.results import DIVERGING, Verdict
 
-from .results import read_results, read_run_meta, theme
+from .results import read_runs, theme
 
 #: How results files write a value one side of a diff lacks (conformance.compare.MISSING).
 MISSING = "<missing>"
@@ -179,22 +180,14 @@ def build(results_dirs: list[Path], known: KnownLookup | None = None) -> Matrix:
     absent, not null), the case library's documented difference for the row, so a run that
     found the divergences the library documents afterwards still shows them as documented;
     the page says how many rows took it so (Matrix.documented_later)."""
-    rows: list[dict] = []
-    runs: list[dict] = []
-    run_dirs: dict[int, Path] = {}
+    read = read_runs(results_dirs)   # the shards of one run are one run
     filled: set[int] = set()
-    for d in results_dirs:
-        d = Path(d)
-        meta = read_run_meta(d)
-        meta["results_dir"] = str(d)
-        runs.append(meta)
-        for r in read_results(d):
-            if known is not None and "known_difference" not in r and r["verdict"] == Verdict.FAIL:
-                r["known_difference"] = known(r["case"], r["target"], r["client"])
-                if r["known_difference"]:
-                    filled.add(id(r))
-            rows.append(r)
-            run_dirs[id(r)] = d
+    for r in read.rows:
+        if known is not None and "known_difference" not in r and r["verdict"] == Verdict.FAIL:
+            r["known_difference"] = known(r["case"], r["target"], r["client"])
+            if r["known_difference"]:
+                filled.add(id(r))
+    rows, runs, run_dirs = read.rows, read.runs, read.dirs
     m = from_rows(rows, runs, run_dirs)
     m.documented_later = sum(1 for r in m.rows.values() if id(r) in filled)
     return m

@@ -1,23 +1,36 @@
 """`kconform run`: the conformance run from the command line.
 
-    kconform run [--target NAME ...] [--client NAME ...] [--case GLOB ...] --results DIR
+    kconform run [--target NAME|FILE ...] [--client NAME ...] [--case GLOB ...] --results DIR
+                 [--baseline PATH ...] [--strict] [--update-baseline] [--junit FILE]
+                 [--shard I/N --run-id ID [--durations PATH ...]]
 
-Defaults: the embedded target; every client installed here; every case under cases/. Exit
-status 0 when every row passed or was not applicable, 1 when a check failed, a target crashed or a run errored,
-2 when the cases or options are invalid.
+Defaults: the embedded target; every client installed here; every case under cases/; the
+baselines kconform ships (baselines/: kfake, Tansu, the mock, older Kafka releases). Every row
+is judged against its target's baseline: pass, fail (newly fails), expected_fail (fails as the
+baseline says), unexpected_pass (newly passes: the entry is stale), not_applicable, error.
+
+Exit status: 0 when no row newly fails, newly passes or errors (expected failures are fine);
+with --strict (today's CI contract, no baseline) 0 only when every row passed or was not
+applicable; 1 otherwise; 2 when the cases or options are invalid. A run kconform itself could
+not finish leaves run.json `status: failed` and, with --junit, a failing sentinel testcase.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
+import traceback
 from pathlib import Path
 
+from .. import baseline as baselines_
 from ..clients.registry import CLIENTS
 from ..dsl import CaseError, load_cases
-from ..targets import target_class
+from ..provenance import command_line
+from ..targets import resolve_target_names, target_class
 from .report import print_summary, progress_callbacks
-from .runner import RunOptions, default_clients, default_jobs, run
+from .runner import RunOptions, default_clients, default_jobs, mark_failed, new_run_id, run
+from .shard import Durations, parse_shard
 
 
 def add_run_parser(subparsers) -> argparse.ArgumentParser:
@@ -47,6 +60,27 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
                    help=f"rows run at once, each with its own brokers (default {default_jobs()} here: two per "
                         "core; 1: one row after the other)")
     p.add_argument("--no-progress", action="store_true", help="plain output instead of a progress bar")
+    ci = p.add_argument_group("CI: baselines, JUnit, shards (docs/ci.md)")
+    ci.add_argument("--baseline", action="append", dest="baselines", metavar="PATH", type=Path,
+                    help="a target's baseline file, or a directory of them (repeatable; default: the ones kconform "
+                         "ships, baselines/)")
+    ci.add_argument("--no-baseline", action="store_true", help="judge every row without a baseline")
+    ci.add_argument("--strict", action="store_true",
+                    help="exit 1 on any fail, crash or error, expected or not (the exit before baselines)")
+    ci.add_argument("--update-baseline", action="store_true",
+                    help="write each target's baseline updated with this run's rows, in place (a target without "
+                         "one: into the first --baseline directory, default baselines/)")
+    ci.add_argument("--write-baseline", type=Path, metavar="DIR",
+                    help="write the updated baselines into DIR/<target>.yaml instead")
+    ci.add_argument("--junit", type=Path, metavar="FILE",
+                    help="JUnit XML of the run (a failing sentinel until the run finishes)")
+    ci.add_argument("--shard", metavar="I/N", help="run the I-th of N parts of the plan (balanced by durations)")
+    ci.add_argument("--durations", action="append", type=Path, metavar="PATH",
+                    help="what balances the shards: a durations file or earlier results directories (repeatable; "
+                         "default: cases/durations.json)")
+    ci.add_argument("--run-id", metavar="ID",
+                    help="the run's id (default: new; shards of one run share it: default $KCONFORM_RUN_ID, or "
+                         "GitHub Actions' run id and attempt)")
     p.set_defaults(func=cmd_run)
     return p
 
@@ -78,8 +112,50 @@ def invalid_targets_or_clients(targets: list[str], clients: list[str]) -> str | 
     return None
 
 
+def shared_run_id(args) -> str | None:
+    """The run id shards of one run share: --run-id, $KCONFORM_RUN_ID, or GitHub Actions' run."""
+    if args.run_id:
+        return args.run_id
+    if os.environ.get("KCONFORM_RUN_ID"):
+        return os.environ["KCONFORM_RUN_ID"]
+    if os.environ.get("GITHUB_RUN_ID"):
+        return f"gh-{os.environ['GITHUB_RUN_ID']}-{os.environ.get('GITHUB_RUN_ATTEMPT', '1')}"
+    return None
+
+
 def cmd_run(args) -> int:
-    targets = args.targets or ["embedded"]
+    """The run; whatever stops kconform itself on the way leaves run.json `failed` and the
+    --junit sentinel failing (a broken harness never looks like a clean baseline)."""
+    if args.junit:
+        from reports.junit import write_sentinel
+
+        write_sentinel(args.junit, "kconform run did not finish: it was started and has not (yet) written its "
+                                   "results", command_line(sys.argv))
+    try:
+        rc = _cmd_run(args)
+        if rc == 2 and args.junit:
+            from reports.junit import write_sentinel
+
+            write_sentinel(args.junit, "kconform run refused its options or cases (exit 2): nothing ran",
+                           command_line(sys.argv))
+        return rc
+    except BaseException as exc:
+        what = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}"
+        if (args.results / "run.json").exists() or args.results.exists():
+            mark_failed(args.results, what)
+        if args.junit:
+            from reports.junit import write_sentinel
+
+            write_sentinel(args.junit, f"kconform run failed: {what}", traceback.format_exc())
+        raise
+
+
+def _cmd_run(args) -> int:
+    try:
+        targets = resolve_target_names(args.targets or ["embedded"])
+    except (KeyError, ValueError) as exc:
+        print(exc.args[0] if exc.args else exc, file=sys.stderr)
+        return 2
     clients = args.clients or default_clients()
     invalid = invalid_targets_or_clients(targets, clients)
     if invalid:
@@ -104,13 +180,60 @@ def cmd_run(args) -> int:
         print("--jobs: at least 1", file=sys.stderr)
         return 2
     jobs = args.jobs or default_jobs()
+    try:
+        baselines = {} if args.no_baseline else baselines_.load(args.baselines or [baselines_.BASELINES_ROOT])
+    except baselines_.BaselineError as exc:
+        print(f"invalid baseline: {exc}", file=sys.stderr)
+        return 2
+    shard = durations = None
+    run_id = args.run_id or ""
+    if args.shard:
+        try:
+            shard = parse_shard(args.shard)
+        except ValueError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        run_id = shared_run_id(args) or ""
+        if not run_id:
+            print("--shard: the shards of one run must share its id: pass --run-id ID (or set KCONFORM_RUN_ID)",
+                  file=sys.stderr)
+            return 2
+        try:
+            durations = Durations.load(args.durations) if args.durations else None
+        except (OSError, ValueError) as exc:
+            print(f"--durations: {exc}", file=sys.stderr)
+            return 2
     opts = RunOptions(targets=targets, clients=clients, cases=cases, results_dir=args.results,
                       reference=args.reference, fresh=args.fresh, proxy=args.proxy, target_options=options,
-                      jobs=jobs)
+                      jobs=jobs, baselines=baselines, shard=shard, durations=durations,
+                      run_id=run_id or new_run_id(), command=command_line(sys.argv))
     total = len(targets) * len(cases) * len(clients)
     signal.signal(signal.SIGTERM, interrupt)   # stopped like Ctrl-C: the run's targets are stopped
     with progress_callbacks(total, min(jobs, total), plain=args.no_progress) as (on_row, on_start):
         rows = run(opts, on_row=on_row, on_start=on_start)
-    print_summary(rows, args.results)
-    bad = [r for r in rows if r.verdict.bad]
+    print_summary(rows, args.results, baselines)
+    for line in baselines_.version_warnings(rows, baselines):
+        print(f"note: {line}", file=sys.stderr)
+    if args.update_baseline or args.write_baseline:
+        for path in write_baselines(rows, baselines, args):
+            print(f"baseline written: {path}", file=sys.stderr)
+    if args.junit:
+        from reports.junit import write_junit
+
+        print(f"junit: {write_junit([args.results], args.junit)}", file=sys.stderr)
+    bad = [r for r in rows if r.verdict.bad] if args.strict else [r for r in rows if r.status.bad]
     return 1 if bad else 0
+
+
+def write_baselines(rows, baselines: dict, args) -> list[Path]:
+    """--write-baseline DIR: every target's updated baseline there; --update-baseline: each in
+    the file it came from, a new one in the first baseline directory of the run."""
+    if args.write_baseline:
+        return baselines_.write_updated(rows, baselines, args.write_baseline)
+    dirs = [p for p in (args.baselines or [baselines_.BASELINES_ROOT]) if p.is_dir() or not p.suffix]
+    default_dir = dirs[0] if dirs else baselines_.BASELINES_ROOT
+    out = []
+    for target in dict.fromkeys(r.target for r in rows):
+        b = baselines_.update(baselines.get(target), target, rows)
+        out.append(b.write(b.path or default_dir / baselines_.file_name(target)))
+    return out

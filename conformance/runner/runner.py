@@ -44,7 +44,9 @@ from conformance.clients.registry import CLIENTS
 from conformance.compare import structural_diff
 from conformance.targets import split_name, target_class
 
+from .. import baseline as baselines_
 from ..dsl.model import Case
+from ..provenance import environment
 from ..results import ResultsFile, Row
 from .row import RowContext, RowPlan, now_iso, row_plan, run_one
 from .slots import SharedTargets, TargetSlot
@@ -69,6 +71,14 @@ class RunOptions:
     target_options: dict[str, dict] = field(default_factory=dict)
     #: Rows run at once (None: default_jobs()).
     jobs: int | None = None
+    #: Target -> its baseline (conformance/baseline.py): every row is judged against it.
+    baselines: dict = field(default_factory=dict)
+    #: (I, N): run only the I-th of N parts of the plan (shard.py); None: all of it.
+    shard: tuple[int, int] | None = None
+    #: What balances the shards (shard.Durations; None: the library's cases/durations.json).
+    durations: object | None = None
+    #: The command line that made the run, without machine paths (provenance.command_line).
+    command: str | None = None
 
 
 @dataclass(frozen=True)
@@ -142,15 +152,18 @@ class RunRecord:
     already there -- and the whole file rewritten at the end, every diff attached, in the order
     given (module doc). Safe to add to from several workers."""
 
-    def __init__(self, run_dir: Path, reference: str | None) -> None:
+    def __init__(self, run_dir: Path, reference: str | None, baselines: dict | None = None) -> None:
         self.file = ResultsFile(run_dir)
         self.reference = reference
+        #: target -> Baseline: each row is judged against its target's as it is added.
+        self.baselines = baselines or {}
         self.rows: list[Row] = []
         self._references: dict[tuple[str, str], Row] = {}
         self._lock = threading.Lock()
         self.file.start()
 
     def add(self, row: Row) -> None:
+        baselines_.apply([row], self.baselines)
         with self._lock:
             if row.target == self.reference:
                 self._references[(row.case, row.client)] = row
@@ -258,6 +271,50 @@ class WorkQueue:
 
 
 # ============================================================================ whole run
+RUN_META = "run.json"
+
+
+def write_meta(results_dir: Path, meta: dict) -> None:
+    """DIR/run.json (docs/results-schema.md), replaced whole."""
+    tmp = results_dir / (RUN_META + ".tmp")
+    tmp.write_text(json.dumps(meta, indent=1))
+    os.replace(tmp, results_dir / RUN_META)
+
+
+def mark_failed(results_dir: Path, error: str) -> None:
+    """run.json says the run did not finish, and why (kconform itself failed or was stopped)."""
+    path = results_dir / RUN_META
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, ValueError):
+        meta = {}
+    meta.update(status="failed", error=error, finished_at=now_iso())
+    results_dir.mkdir(parents=True, exist_ok=True)
+    write_meta(results_dir, meta)
+
+
+def _versions(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
+    out: dict[str, set[str]] = {}
+    for name, version in pairs:
+        if version and version != "unknown":
+            out.setdefault(name, set()).add(version)
+    return {name: ", ".join(sorted(v)) for name, v in out.items()}
+
+
+def select_shard(rows: list[PlannedRow], shard: tuple[int, int], durations=None) -> tuple[list[PlannedRow], dict]:
+    """The rows of shard I of N (shard.py), in plan order, and what run.json says of the split."""
+    from .shard import DEFAULT_DURATIONS, Durations, split
+
+    if durations is None:
+        durations = Durations.load([DEFAULT_DURATIONS]) if DEFAULT_DURATIONS.is_file() else Durations()
+    index, count = shard
+    assignment = split(rows, count, durations, cost_class)
+    mine = [r for r in rows if assignment.shard_of[(r.case.id, r.client)] == index]
+    return mine, {"index": index, "count": count, "rows": len(mine), "planned_rows": len(rows),
+                  "estimated_s": assignment.seconds, "split": assignment.digest(),
+                  "durations": durations.source or "guessed from the cases"}
+
+
 OnRow = Callable[[Row, int, int, int], None]  # row, done, total, worker
 OnStart = Callable[[str, str, str, int], None]  # case, target, client, worker
 
@@ -268,14 +325,23 @@ def run(opts: RunOptions, on_row: OnRow | None = None, on_start: OnStart | None 
     run_id = opts.run_id or new_run_id()
     reference = opts.reference or reference_target(opts.targets)
     rows_plan = plan(opts.targets, opts.cases, opts.clients, reference, opts.proxy, opts.fresh)
+    targets = list(dict.fromkeys(p.target for p in rows_plan))
+    shard_meta = None
+    if opts.shard is not None:
+        rows_plan, shard_meta = select_shard(rows_plan, opts.shard, opts.durations)
     jobs = max(1, min(opts.jobs or default_jobs(), len(rows_plan) or 1))
-    record = RunRecord(opts.results_dir, reference)
+    record = RunRecord(opts.results_dir, reference, opts.baselines)
     shutil.rmtree(opts.results_dir / "artifacts", ignore_errors=True)  # no stale artifacts of an older run
     work = opts.results_dir / "work"
     ctx = RowContext(run_id, opts.results_dir)
-    meta = {"run_id": run_id, "started_at": now_iso(), "targets": [r for r in dict.fromkeys(p.target for p in rows_plan)],
+    meta = {"run_id": run_id, "started_at": now_iso(), "status": "running", "targets": targets,
             "clients": opts.clients, "cases": [c.id for c in opts.cases], "reference_target": reference,
-            "jobs": jobs, "target_starts": {}, "target_start_seconds": {}}
+            "jobs": jobs, "command": opts.command, "versions": environment(),
+            "baselines": {t: b.source for t, b in opts.baselines.items() if t in targets},
+            "target_starts": {}, "target_start_seconds": {}}
+    if shard_meta is not None:
+        meta["shard"] = shard_meta
+    write_meta(opts.results_dir, meta)  # `running` until the end: an interrupted run says so
     queue = WorkQueue(rows_plan)
     meta["heavy_limit"] = queue.heavy_limit
     shared = SharedTargets(opts.target_options, work)
@@ -350,6 +416,9 @@ def run(opts: RunOptions, on_row: OnRow | None = None, on_start: OnStart | None 
         raise errors[0]
     rows = record.finish([done_rows[p.index] for p in rows_plan])
     meta["finished_at"] = now_iso()
-    (opts.results_dir / "run.json").write_text(json.dumps(meta, indent=1))
+    meta["status"] = "finished"
+    meta["versions"]["targets"] = _versions((r.target, r.target_version) for r in rows)
+    meta["versions"]["clients"] = _versions((r.client, r.client_version) for r in rows)
+    write_meta(opts.results_dir, meta)
     shutil.rmtree(work, ignore_errors=True) if not os.environ.get("KCONFORM_KEEP_WORK") else None
     return rows

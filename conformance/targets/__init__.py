@@ -8,6 +8,10 @@
 The registry maps a target's name to its class; `target_rows()` is what `kconform targets`
 prints. Importing this package starts nothing and needs neither Java nor Tansu.
 
+A target a file defines (filetarget.py: a vendor's broker, without Python) is named on the
+command line by its path and in results by the file's `name`: `resolve_target_names` loads it and
+registers its class under that name.
+
 A versioned target is named `NAME@VERSION` (`apache-kafka@3.9.1`): the class of NAME, started at
 that release, and named so in results -- several releases of Kafka can run side by side in one
 run. Plain `apache-kafka` is the default release.
@@ -26,6 +30,7 @@ from .base import (
 )
 from .embedded import EmbeddedTarget
 from .external import ExternalTarget
+from .filetarget import FileTarget, TargetFileError, define, is_target_file
 from .kfake import KfakeTarget
 from .librdkafka_mock import LibrdkafkaMockTarget
 from .tansu import TansuTarget
@@ -38,6 +43,29 @@ TARGETS: dict[str, type[Target]] = {
     "librdkafka-mock": LibrdkafkaMockTarget,
     "external": ExternalTarget,
 }
+
+
+#: The built-in targets (a target file may not take one of their names).
+BUILT_IN = frozenset(TARGETS)
+
+
+def register_file(path: str) -> str:
+    """Load a target file and register its class; returns the target's name. Registering the same
+    file again is harmless; another file (or a built-in) of the same name is an error."""
+    cls = define(path)
+    if cls.name in BUILT_IN:
+        raise TargetFileError(f"{path}: name {cls.name!r} is a built-in target's; name yours otherwise "
+                              f"(e.g. {cls.name}-file)")
+    known = TARGETS.get(cls.name)
+    if known is not None and getattr(known, "spec_path", None) not in (None, str(path)):
+        raise TargetFileError(f"{path}: target {cls.name!r} is already defined by {known.spec_path}")
+    TARGETS[cls.name] = cls
+    return cls.name
+
+
+def resolve_target_names(names: list[str]) -> list[str]:
+    """--target values as target names: a target file's path becomes its registered name."""
+    return [register_file(n) if is_target_file(n) else n for n in names]
 
 
 def split_name(name: str) -> tuple[str, str | None]:
@@ -88,6 +116,10 @@ def target_rows() -> list[tuple[str, bool, str]]:
 
 __all__ = [
     "TARGETS",
+    "FileTarget",
+    "TargetFileError",
+    "register_file",
+    "resolve_target_names",
     "make_target",
     "split_name",
     "target_class",

@@ -20,11 +20,12 @@ from pathlib import Path
 
 from pyspark.sql.types import ArrayType, MapType, StructType
 
+from conformance.provenance import portable_path
 from conformance.results import Verdict
 
 from ..matrix import from_rows, one_line
 from ..matrix_page import history_text, render_html, render_markdown
-from ..results import read_run_meta
+from ..results import merge_metas, read_run_meta
 from . import charts, jobs
 from .load import load_runs, run_files
 from .spark import spark_session
@@ -78,8 +79,9 @@ def _timestamps_as_text(df):
 
 
 def _summary(n_runs: int, n_rows: int, matrix: list[dict], div: list[dict], flaky: list[dict],
-             dur: list[dict], root: Path) -> str:
-    lines = [f"kconform analytics over {n_runs} run(s), {n_rows} rows, under {root}"]
+             dur: list[dict], root: list[Path]) -> str:
+    lines = [f"kconform analytics over {n_runs} run(s), {n_rows} rows, under "
+             f"{', '.join(portable_path(r) for r in root)}"]
     cases = sorted({r["case"] for r in matrix})
     targets = sorted({r["target"] for r in matrix})
     clients = sorted({r["client"] for r in matrix})
@@ -124,24 +126,28 @@ def _summary(n_runs: int, n_rows: int, matrix: list[dict], div: list[dict], flak
     return "\n".join(lines) + "\n"
 
 
-def _compatibility_page(matrix: list[dict], root: Path, out: Path) -> None:
+def _compatibility_page(matrix: list[dict], roots: list[Path], out: Path) -> None:
     """reports/matrix.py's page over the latest verdict of every cell, with its history."""
-    jsonl, parquet = run_files(root)
-    runs = [dict(read_run_meta(Path(p).parent), results_dir=str(Path(p).parent)) for p in jsonl + parquet]
+    jsonl, parquet = run_files(roots)
+    runs = merge_metas([dict(read_run_meta(Path(p).parent), results_dir=str(Path(p).parent)) for p in jsonl + parquet])
     history = {(r["case"], r["target"], r["client"]): r["history"].split() for r in matrix}
     m = from_rows(matrix, sorted(runs, key=lambda meta: meta.get("started_at") or ""), history=history)
-    command = f"kconform analyze --results {root} --out {out}"
+    command = ("kconform analyze " + " ".join(f"--results {portable_path(r)}" for r in roots)
+               + f" --out {portable_path(out)}")
     (out / "compatibility.md").write_text(render_markdown(m, command), encoding="utf-8")
     (out / "compatibility.html").write_text(render_html(m, command), encoding="utf-8")
 
 
-def analyze(results_root: str | Path, out_dir: str | Path, master: str = "local[*]", *, spark=None) -> str:
-    """Analyse every run under ``results_root`` into ``out_dir``; return the text summary.
+def analyze(results_root: str | Path | list, out_dir: str | Path, master: str = "local[*]", *, spark=None) -> str:
+    """Analyse every run under ``results_root`` (a directory, or several: e.g. the N shards'
+    results of one run, which share its run id and so are one run) into ``out_dir``; return
+    the text summary.
 
     ``spark``: an existing session to use (tests share one); otherwise one is
     started with :func:`~.spark.spark_session` and stopped at the end.
     """
-    root, out = Path(results_root), Path(out_dir)
+    roots = [Path(r) for r in (results_root if isinstance(results_root, (list, tuple)) else [results_root])]
+    root, out = roots, Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     own = spark is None
     spark = spark or spark_session(master)

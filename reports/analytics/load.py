@@ -38,14 +38,16 @@ SCHEMA = T.StructType([
     T.StructField("reason", T.StringType()),
     T.StructField("artifacts", T.StringType()),
     T.StructField("known_difference", T.StringType()),
+    T.StructField("status", T.StringType()),
 ])
 
 
-def run_files(root: str | Path) -> tuple[list[str], list[str]]:
-    """(results.jsonl files, results.parquet paths) of the runs under ``root``."""
-    root = Path(root)
-    return (sorted(str(p) for p in root.rglob("results.jsonl")),
-            sorted(str(p) for p in root.rglob("results.parquet")))
+def run_files(root: str | Path | list) -> tuple[list[str], list[str]]:
+    """(results.jsonl files, results.parquet paths) of the runs under ``root`` (or under each of
+    several roots: the shards of one run, kept by N CI machines, are read as they are)."""
+    roots = [Path(r) for r in (root if isinstance(root, (list, tuple)) else [root])]
+    return (sorted({str(p) for r in roots for p in r.rglob("results.jsonl")}),
+            sorted({str(p) for r in roots for p in r.rglob("results.parquet")}))
 
 
 def _conform(df: DataFrame) -> DataFrame:
@@ -63,7 +65,7 @@ def _conform(df: DataFrame) -> DataFrame:
     return df.select(*cols)
 
 
-def load_runs(spark: SparkSession, root: str | Path) -> DataFrame:
+def load_runs(spark: SparkSession, root: str | Path | list) -> DataFrame:
     """All rows of all runs under ``root`` with ``ts`` (the row's start as a timestamp)."""
     jsonl, parquet = run_files(root)
     if not jsonl and not parquet:

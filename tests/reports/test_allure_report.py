@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -90,9 +91,11 @@ def test_rows_become_one_allure_result_per_case_target_client(run_dir, tmp_path)
     assert [s["status"] for s in steps[-1]["steps"]] == ["passed", "failed"]
     cats = json.loads((out / "categories.json").read_text())
     assert cats == allure_results.categories(rows)
-    assert [c["name"] for c in cats][:4] == ["apache-kafka · crashes",
-                                             "apache-kafka · fails a check (the reference: the case or kconform is wrong)",
-                                             "apache-kafka · not applicable", "apache-kafka · kconform error"]
+    assert cats[0] == allure_results.HARNESS_CATEGORY
+    assert [c["name"] for c in cats][1:7] == [
+        "apache-kafka · crashes", "apache-kafka · fails a check (the reference: the case or kconform is wrong)",
+        "apache-kafka · newly passes (its baseline entry is stale)", "apache-kafka · fails as its baseline expects",
+        "apache-kafka · not applicable", "apache-kafka · kconform error"]
     assert "tansu · passes, outcome differs from apache-kafka" in [c["name"] for c in cats]
     env = (out / "environment.properties").read_text()
     assert "target.tansu=0.1.2" in env and "client.kafka-python=3.0.12" in env
@@ -198,3 +201,60 @@ def test_each_target_gets_its_own_categories(tmp_path):
     staged = [json.loads(p.read_text()) for p in (tmp_path / "report" / "allure-results").glob("*-result.json")]
     crash = next(r for r in staged if r["fullName"] == "wire/unknown_api_key::kfake::java")
     assert crash["status"] == "failed"
+
+
+def _rejudged(run_dir: Path, expected: dict) -> Path:
+    """The run's rows judged against a baseline, as `kconform run --baseline` writes them."""
+    from conformance.results import Row
+
+    path = run_dir / "results.jsonl"
+    rows = [Row.from_dict(json.loads(line)) for line in path.read_text().splitlines()]
+    for r in rows:
+        r.apply_baseline(expected.get((r.case, r.target, r.client)))
+    path.write_text("".join(r.to_json() + "\n" for r in rows))
+    return run_dir
+
+
+@needs_allure
+def test_trend_history_retries_and_executor_carry_across_runs(tmp_path):
+    """Two runs, the second's report made with the first's (`--previous`): the Trend has both
+    builds, each test its history, the Executors panel names the build; a cell in two result
+    directories of one report is a retry. Against a baseline, a known failure is its own
+    category (skipped, EXPECTED FAIL) and links its issue; a stale entry fails (UNEXPECTED PASS)."""
+    from conformance.results import Expected, Verdict
+    from tests.reports.peerrows import write_peer_run
+
+    first = write_peer_run(tmp_path / "runs", "20261124T080000Z-peer01")
+    served1, _ = report(first, tmp_path / "report1")
+    assert json.loads((served1 / "widgets" / "executors.json").read_text())[0]["buildName"] == "kconform run #1"
+    second = write_peer_run(tmp_path / "runs", "20261125T080000Z-peer02",
+                            datetime(2026, 11, 25, 8, 0, tzinfo=timezone.utc))
+    _rejudged(second, {
+        ("txn/empty_transactional_id", "kfake", "java"): Expected([Verdict.FAIL], "kfake issue 12",
+                                                                  "https://tracker/12", [], "baselines/kfake.yaml"),
+        ("txn/empty_transactional_id", "apache-kafka", "java"): Expected([Verdict.FAIL], "was broken", "",
+                                                                         [], "baselines/apache-kafka.yaml")})
+    served2, single = report(second, tmp_path / "report2", previous=tmp_path / "report1")
+    trend = json.loads((served2 / "widgets" / "history-trend.json").read_text())
+    assert [t.get("buildOrder") for t in trend] == [2, 1]
+    assert sum(trend[0]["data"].values()) == sum(trend[1]["data"].values()) > 0
+    (executor,) = json.loads((served2 / "widgets" / "executors.json").read_text())
+    assert executor["buildName"] == "kconform run #2" and executor["buildOrder"] == 2
+    history = json.loads((served2 / "history" / "history.json").read_text())
+    assert history and all(len(h["items"]) == 2 for h in history.values())
+    cases = [json.loads(p.read_text()) for p in (served2 / "data" / "test-cases").glob("*.json")]
+    known = next(c for c in cases if c["fullName"] == "txn/empty_transactional_id::kfake::java")
+    assert known["status"] == "skipped" and known["statusMessage"].startswith("EXPECTED FAIL on kfake: kfake issue 12")
+    assert {"name": "baseline: baselines/kfake.yaml", "url": "https://tracker/12", "type": "issue"} in known["links"]
+    stale = next(c for c in cases if c["fullName"] == "txn/empty_transactional_id::apache-kafka::java")
+    assert stale["status"] == "failed" and stale["statusMessage"].startswith("UNEXPECTED PASS on apache-kafka")
+    cats = json.loads((served2 / "data" / "categories.json").read_text())
+    names = {c["name"]: len(c["children"]) for c in cats["children"]}
+    assert names["kfake · fails as its baseline expects"] == 1
+    assert names["apache-kafka · newly passes (its baseline entry is stale)"] == 1
+    # both runs in one report: every cell ran twice, the earlier run is its retry
+    served3, _ = report([first, second], tmp_path / "report3")
+    retried = [json.loads(p.read_text()) for p in (served3 / "data" / "test-cases").glob("*.json")]
+    latest = [c for c in retried if not c.get("hidden")]
+    assert latest and all(c["retriesCount"] == 1 for c in latest)
+    assert len(retried) == 2 * len(latest)

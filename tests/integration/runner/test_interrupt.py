@@ -6,6 +6,7 @@ twelve orphaned broker processes after a SIGTERM).
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -56,7 +57,7 @@ def test_sigterm_stops_the_runs_brokers_and_drivers(tmp_path):
     run = subprocess.Popen(
         [sys.executable, "-m", "conformance.cli", "run", "--target", "embedded", "--client", "confluent",
          "--case", "cluster/coordinator_kill_mid_txn", "--case", "txn/basic_commit", "-j", "2",
-         "--results", str(results), "--no-progress"],
+         "--results", str(results), "--no-progress", "--junit", str(tmp_path / "junit.xml")],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         env={**os.environ, "KCONFORM_KEEP_WORK": "1", "KCONFORM_INTERRUPT_TEST": marker})
     try:
@@ -91,3 +92,8 @@ def test_sigterm_stops_the_runs_brokers_and_drivers(tmp_path):
         os.kill(pid, signal.SIGKILL)
     assert not left, f"processes of the interrupted run still running: {left}"
     assert run.returncode != 0
+    # A stopped run never looks finished: run.json says so, and the JUnit file is the sentinel.
+    meta = json.loads((results / "run.json").read_text())
+    assert meta["status"] == "failed" and meta["error"] == "interrupted"
+    junit = (tmp_path / "junit.xml").read_text()
+    assert 'type="harness"' in junit and "kconform run failed: interrupted" in junit
