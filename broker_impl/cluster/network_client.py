@@ -1,9 +1,10 @@
 """Requests one broker sends another (Kafka's NetworkClient as the inter-broker senders use it:
 ReplicaFetcherThread, TransactionMarkerChannelManager, AddPartitionsToTxnManager).
 
-Why over the network even to this broker itself: the request then is a real frame on the
-advertised listener, where a proxy in front of every node sees it, as it sees Kafka's -- a case
-can hold a replica Fetch or delay a WriteTxnMarkers exactly as on Apache Kafka. Each sender has
+Why over the network even to this broker itself, when it advertises another address: the request
+then is a real frame on the advertised listener, where a proxy in front of every node sees it, as
+it sees Kafka's -- a case can hold a replica Fetch or delay a WriteTxnMarkers exactly as on Apache
+Kafka. Each sender has
 its own client id (``broker-<id>-fetcher-0``, ``broker-<id>-txn-marker-sender``,
 ``AddPartitionsManager-client-<id>``: Kafka's), which is how the proxy tells broker traffic from
 a client's.
@@ -12,6 +13,9 @@ Kafka's TransactionMarkerChannelManager and AddPartitionsToTxnManager open every
 ApiVersions (v4, their software name and version) before their first request; the replica
 fetchers do not (a 3-node Kafka 4.3.1 transcript). ``discover_versions`` does the same, so a
 proxy rule counting a broker's frames counts the same frames on both.
+
+A request to this broker's own listener, with nothing in between, is answered in-process
+(``local``: server/connection ``LocalRequests``, which says why and what stays the same).
 
 One connection per destination node, one request in flight on it at a time (a lock); the node's
 address is asked at each connect (``ReplicaManager.endpoint``), so a restarted node on a new
@@ -63,12 +67,16 @@ class _Connection:
 
 
 class InterBrokerClient:
-    def __init__(self, endpoint, client_id: str, discover_versions: bool = False):
+    def __init__(self, endpoint, client_id: str, discover_versions: bool = False, local=None):
         """``endpoint(node_id) -> (host, port) | None``: where a node listens now;
-        ``discover_versions``: ApiVersions first on every new connection (module doc)."""
+        ``discover_versions``: ApiVersions first on every new connection (module doc);
+        ``local``: this broker's in-process answerer (server/connection ``LocalRequests``), which
+        takes a request addressed to this broker's own listener -- no proxy in between."""
         self.endpoint = endpoint
         self.client_id = client_id
         self.discover_versions = discover_versions
+        self.local = local
+        self._local_lock = trio.Lock()
         self._connections: dict[int, _Connection] = {}
         self._correlation_ids = itertools.count(1)
 
@@ -77,6 +85,16 @@ class InterBrokerClient:
         address = self.endpoint(node_id)
         if address is None:
             raise NetworkError(f"node {node_id} has no known endpoint")
+        if self.local is not None and self.local.serves(address):
+            # one request at a time, as on the connection it stands for (taken as below)
+            if self._local_lock.locked():
+                await self._local_lock.acquire()
+            else:
+                self._local_lock.acquire_nowait()
+            try:
+                return await self.local.send(api_name, version, self.client_id, body)
+            finally:
+                self._local_lock.release()
         conn = self._connections.get(node_id)
         if conn is None or conn.address != address:
             if conn is not None:

@@ -5,7 +5,8 @@ transaction -- a WriteTxnMarkers request (the producer id, the producer epoch af
 transition, the coordinator epoch, the transaction version) to the partition's leader, over the
 network, this broker included, on the leader's advertised listener with Kafka's client id
 ``broker-<id>-txn-marker-sender``: a proxy in front of the nodes sees every marker, as on
-Kafka. The leader writes the marker (acks=all) and, on ``__consumer_offsets``, settles the
+Kafka (with nothing in front, this broker's own markers are answered in-process:
+cluster/network_client). The leader writes the marker (acks=all) and, on ``__consumer_offsets``, settles the
 transactional offsets of that producer in its group coordinator (handlers/transactions.py).
 Once every partition has its marker, CompleteCommit/CompleteAbort is appended to the
 transaction log.
@@ -69,7 +70,7 @@ class TransactionMarkerChannelManager:
         if self._client is None:
             self._client = InterBrokerClient(self.broker.replica_manager.endpoint,
                                              f"broker-{self.broker.node_id}-txn-marker-sender",
-                                             discover_versions=True)
+                                             discover_versions=True, local=self.broker.local_requests)
         return self._client
 
     def add_txn_markers_to_send(self, coordinator_epoch: int, commit: bool, md: TransactionMetadata,

@@ -6,8 +6,8 @@ AddPartitionsToTxn v5, ``verify_only``) or has it added (part 2, TV2: Produce v1
 TxnOffsetCommit v5+ add the partition implicitly).
 
 The coordinator is the leader of the id's ``__transaction_state`` partition, wherever it is --
-this broker included: the request always goes over the network, on the coordinator's
-advertised listener, with Kafka's client id ``AddPartitionsManager-client-<id>``, so a proxy sees
+this broker included: the request goes to the coordinator's advertised listener (in-process when
+that is this broker's own, nothing in between: cluster/network_client), with Kafka's client id ``AddPartitionsManager-client-<id>``, so a proxy sees
 it as it sees Kafka's. No coordinator known yet reads COORDINATOR_NOT_AVAILABLE, no answer
 NETWORK_EXCEPTION. The answer is mapped as Kafka's manager maps it for its caller; the caller
 maps it again for its request: ReplicaManager for Produce (and retries a TV2 Produce's
@@ -31,7 +31,8 @@ class AddPartitionsToTxnManager:
     def __init__(self, broker):
         self.broker = broker
         self.client = InterBrokerClient(broker.replica_manager.endpoint,
-                                         f"AddPartitionsManager-client-{broker.node_id}", discover_versions=True)
+                                         f"AddPartitionsManager-client-{broker.node_id}", discover_versions=True,
+                                         local=broker.local_requests)
         self.timeout_s = broker.config.int("request.timeout.ms") / 1000.0
         #: transaction.partition.verification.enable: KIP-890 part 1 for the older versions
         self.verification_enabled = broker.config.bool("transaction.partition.verification.enable")

@@ -41,7 +41,7 @@ from ..log.partition_log import PartitionLog
 from ..protocol.errors import Errors
 from .add_partitions_manager import AddPartitionsToTxnManager
 from .broker_lifecycle import CONTROLLED_SHUTDOWN_RECHECK_S, BrokerLifecycleManager, ControllerUnavailable
-from .connection import serve_connection
+from .connection import LocalRequests, serve_connection
 from .controller_server import ControllerServer
 from .replica_manager import ReplicaManager
 from .topic_creation import TopicCreator
@@ -65,6 +65,7 @@ class Broker:
         self.host = host
         self.port = port
         self.connections: dict[int, str] = {}
+        self.local_requests = LocalRequests(self)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         #: one broker of a cluster with a controller elsewhere (else: the whole cluster)
         self.is_cluster = bool(config.str("controller.quorum.voters").strip())

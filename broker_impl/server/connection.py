@@ -28,11 +28,12 @@ import struct
 
 import trio
 
+from ..cluster.network_client import NetworkError
 from ..handlers import HANDLERS, Handler
 from ..protocol.codegen import ProtocolError
 from ..protocol.errors import Errors
 from ..protocol.framing import FrameBuffer, FrameError
-from ..protocol.messages import REQUEST_HEADER
+from ..protocol.messages import API, REQUEST_HEADER
 from ..protocol.stream_io import receive_some, send_all
 from .context import RequestContext
 
@@ -174,10 +175,59 @@ async def _handle_frame(broker, frame: bytes, peer: str, conn_id: int) -> bytes 
         raise CloseConnection(f"malformed {api.name} v{version} request: {exc}") from None
     # Trailing bytes are ignored, as Kafka does (librdkafka's Metadata v13 has 3).
     ctx = RequestContext(api, version, correlation_id, header.client_id, peer, conn_id)
-    try:
-        resp = await handler.fn(broker, ctx, req)
-    except ProtocolError as exc:  # a handler found what Kafka refuses as a malformed request
-        raise CloseConnection(f"malformed {api.name} v{version} request: {exc}") from None
+    resp = await _answer(broker, handler, ctx, req)
     if resp is None:
         return None
     return api.response_frame(version, correlation_id, resp)
+
+
+async def _answer(broker, handler: Handler, ctx: RequestContext, req):
+    """The handler's response to one decoded request (None: the request has none)."""
+    try:
+        return await handler.fn(broker, ctx, req)
+    except ProtocolError as exc:  # a handler found what Kafka refuses as a malformed request
+        raise CloseConnection(f"malformed {ctx.api.name} v{ctx.version} request: {exc}") from None
+
+
+class LocalRequests:
+    """Requests this broker sends itself (AddPartitionsToTxn from its AddPartitionsToTxnManager,
+    WriteTxnMarkers from its marker sender), answered in process when nothing stands between the
+    sender and this broker's own listener -- no proxy, no other advertised address.
+
+    Why: Kafka sends these over its network client to itself too, and a proxy in front of the node
+    must see them (cluster/network_client), which it still does: its address is not this
+    listener's. Without one, no process can observe the frame, and the loopback round trip --
+    encode, two socket writes, two reads, decode, passes through the scheduler -- was most of
+    what a one-node transaction cost over 2e60ac4, which called the coordinator and the log
+    directly (bench/txn_trees.py, docs/measurements.md).
+
+    The answer is the same handler's, called in the sender's task. No deadline is put around it:
+    what these handlers wait for (the ISR's acks, the transaction log's append) ends within
+    request.timeout.ms by their own timeouts, the very bound the sender's timeout is, so a socket's
+    sender would not give up first -- and cutting a handler short is what a socket never does (a
+    WriteTxnMarkers that appended its marker settles the group's offsets after the wait). The one
+    difference: a fault point that holds the handler holds its local sender with it, where a
+    socket's sender would give up after request.timeout.ms. A request the handler refuses as
+    malformed, or a handler's bug (logged), is NetworkError, as the closed connection would be.
+    """
+
+    def __init__(self, broker):
+        self.broker = broker
+        self.connection_id = next(_CONN_IDS)
+        self._correlation_ids = itertools.count(1)
+
+    def serves(self, address: tuple[str, int]) -> bool:
+        """Whether ``address`` is this broker's own listener."""
+        return address == (self.broker.host, self.broker.port)
+
+    async def send(self, api_name: str, version: int, client_id: str, body):
+        handler = HANDLERS[API[api_name].key]
+        ctx = RequestContext(handler.api, version, next(self._correlation_ids) & 0x7FFFFFFF, client_id,
+                             f"{self.broker.host}:local", self.connection_id)
+        try:
+            return await _answer(self.broker, handler, ctx, body)
+        except CloseConnection as exc:
+            raise NetworkError(f"{api_name} to this broker refused: {exc}") from None
+        except Exception:  # a handler bug: logged as on a connection, and the sender retries
+            log.exception("internal error answering %s from %s (in process)", api_name, client_id)
+            raise NetworkError(f"{api_name} to this broker failed: internal error") from None

@@ -73,9 +73,11 @@ def test_a_node_that_is_down_refuses_connections_and_comes_back(proxied_broker):
     pb = proxied_broker
     assert produce(pb.bootstrap, "bounce", [b"a"]) == [None]
     pb.broker.stop()
-    with RawConnection(pb.bootstrap) as conn:
-        # accepted by the proxy before it knew, nothing behind it: reset, not an orderly close
-        with pytest.raises(ConnectionResetError):
+    # accepted by the proxy before it knew, nothing behind it: reset, not an orderly close -- seen
+    # by the read, or already by the connect when the reset beats the handshake's completion to
+    # the client (a loaded machine: a fresh-clone `make test` met it once in five)
+    with pytest.raises(ConnectionResetError):
+        with RawConnection(pb.bootstrap) as conn:
             conn.sock.recv(4)
     assert pb.proxy.events_of("refused")
     assert wait_for_events(pb.proxy, "node_down")

@@ -1,5 +1,5 @@
 """TransactionCoordinator of a real one-node broker (its TopicRegistry, PartitionLog,
-ProducerIdManager, the txn log on disk; markers over its own listener), called directly: state
+ProducerIdManager, the txn log on disk; markers to itself in process), called directly: state
 machine, error codes per state, markers, LSO, fencing, timeout abort and recovery of Prepare*
 after a "crash" (the broker is dropped without a clean close and started again on the same
 directory)."""

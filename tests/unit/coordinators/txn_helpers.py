@@ -1,6 +1,6 @@
 """Helpers shared by the TransactionCoordinator tests: a real one-node Broker (its TopicRegistry,
-PartitionLog, ProducerIdManager, the txn log on disk) serving on a loopback port -- so the
-coordinator's WriteTxnMarkers cross a real socket to its own listener, as Kafka's do -- the test
+PartitionLog, ProducerIdManager, the txn log on disk) serving on a loopback port -- its
+coordinator's WriteTxnMarkers to itself answered in process (server/connection LocalRequests) -- the test
 decorator that runs a coroutine in a nursery, and the steps most tests begin with."""
 
 from __future__ import annotations
