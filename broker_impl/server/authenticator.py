@@ -77,7 +77,8 @@ class Authenticator:
 
 
 class SaslUsers:
-    """The broker's SASL configuration, shared by its connections."""
+    """The broker's SASL configuration, shared by its connections (``Broker.sasl_users``); the
+    SCRAM credentials are derived once, at start-up."""
 
     def __init__(self, config):
         self.enabled = sasl_enabled_mechanisms(config)
@@ -86,16 +87,9 @@ class SaslUsers:
         self.failure_delay_s = config.int("connection.failed.authentication.delay.ms") / 1000.0
 
 
-def sasl_users(broker) -> SaslUsers:
-    users = getattr(broker, "_sasl_users", None)
-    if users is None:
-        users = broker._sasl_users = SaslUsers(broker.config)
-    return users
-
-
-def new_authenticator(broker, listener: Listener, principal: str, dispatch) -> Authenticator:
-    if listener.sasl:
-        return SaslServerAuthenticator(sasl_users(broker), dispatch)
+def new_authenticator(broker, listener: Listener | None, principal: str, dispatch) -> Authenticator:
+    if listener is not None and listener.sasl:
+        return SaslServerAuthenticator(broker.sasl_users, dispatch)
     return Authenticator(principal)
 
 
@@ -146,7 +140,8 @@ class SaslServerAuthenticator(Authenticator):
             self.state = self.HANDSHAKE_REQUEST
             self.server = None
             await self._step(frame, send)
-            return await self.authenticate(next_frame, send) or _closed()
+            await self.authenticate(next_frame, send)   # False: closed by the client, seen next read
+            return True
         if self.session_expires_at is not None and now > self.session_expires_at:
             raise AuthenticationClose("Disconnecting expired channel (the SASL session expired)")
         return False
@@ -162,12 +157,12 @@ class SaslServerAuthenticator(Authenticator):
             await self._raw_token(frame, send)
 
     async def _kafka_request(self, frame: bytes, send) -> None:
-        if len(frame) < 12:
-            raise AuthenticationClose("the first packet is no Kafka request and GSSAPI is not enabled")
+        # Kafka's authentication failures (closed after the delay, without an answer)
+        if len(frame) < 12 or _HDR.unpack_from(frame, 4)[0] not in API_NAMES:
+            await self._fail(send, None, "the first packet is no Kafka request and GSSAPI is not enabled")
         api_key, version, correlation_id = _HDR.unpack_from(frame, 4)
         if api_key not in (_API_VERSIONS, _SASL_HANDSHAKE):
-            name = API_NAMES.get(api_key, str(api_key))
-            raise AuthenticationClose(f"Unexpected Kafka request of type {name} during SASL handshake.")
+            await self._fail(send, None, f"Unexpected Kafka request of type {API_NAMES[api_key]} during SASL handshake.")
         if api_key == _API_VERSIONS:
             if self.state != self.HANDSHAKE_OR_VERSIONS_REQUEST:
                 raise AuthenticationClose(f"Unexpected ApiVersions request received during SASL authentication state {self.state}")
@@ -272,10 +267,6 @@ class SaslServerAuthenticator(Authenticator):
         if response is not None:
             await send(response)
         raise AuthenticationClose(f"Failed {self._what}: {reason}")
-
-
-def _closed() -> bool:
-    raise AuthenticationClose("closed by the client during re-authentication")
 
 
 def _illegal_state_response(api_key: int, version: int, correlation_id: int, frame: bytes) -> bytes | None:

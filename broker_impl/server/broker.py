@@ -40,10 +40,11 @@ from ..handlers import load_all as load_handlers
 from ..log.partition_log import PartitionLog
 from ..protocol.errors import Errors
 from .add_partitions_manager import AddPartitionsToTxnManager
+from .authenticator import SaslUsers
 from .broker_lifecycle import CONTROLLED_SHUTDOWN_RECHECK_S, BrokerLifecycleManager, ControllerUnavailable
 from .connection import serve_connection
-from .listeners import parse_listeners
 from .controller_server import ControllerServer
+from .listeners import parse_listeners
 from .replica_manager import ReplicaManager
 from .topic_creation import TopicCreator
 
@@ -73,6 +74,7 @@ class Broker:
         if self.is_cluster and any(x.protocol != "PLAINTEXT" for x in self.listeners):
             raise ConfigError("a broker of a cluster serves PLAINTEXT listeners only: its replication "
                               "and controller connections do not speak TLS or SASL")
+        self.sasl_users = SaslUsers(config) if any(x.sasl for x in self.listeners) else None
         self.replica_manager = ReplicaManager(self)
         self.topics = TopicRegistry(self.data_dir, lambda d, c: _open_partition_log(d, c, config),
                                     self.replica_manager.new_partition, creates_topics=not self.is_cluster)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import trio
 
 from ..config import BrokerConfig, ConfigError
-from .sasl_mechanisms import SUPPORTED as SUPPORTED_MECHANISMS
+from .sasl_mechanisms import SUPPORTED as SUPPORTED_MECHANISMS, CredentialStore
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 ANONYMOUS = "User:ANONYMOUS"
@@ -89,6 +89,10 @@ def parse_listeners(config: BrokerConfig, host: str, port: int) -> list[Listener
         if unsupported or not enabled:
             raise ConfigError(f"sasl.enabled.mechanisms={config.str('sasl.enabled.mechanisms')!r}: "
                               f"the embedded broker implements {', '.join(SUPPORTED_MECHANISMS)}")
+        try:
+            CredentialStore.parse_users(config.str("kconform.sasl.users"))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
     return out
 
 

@@ -22,7 +22,7 @@ import pytest
 ck = pytest.importorskip("confluent_kafka")
 trustme = pytest.importorskip("trustme")
 
-from broker_impl.codec import API  # noqa: E402
+from broker_impl.codec import API, RESPONSE_HEADER  # noqa: E402
 
 from .rawclient import RawConnection  # noqa: E402
 from .sasl_raw import ScramClient, authenticate, handshake, login, plain_token, raw_token  # noqa: E402
@@ -182,6 +182,16 @@ def test_raw_metadata_before_authentication_closes_without_answer(sasl_bootstrap
         assert _closed(conn)
 
 
+def test_raw_second_api_versions_or_a_frame_that_is_no_request_closes(sasl_bootstrap):
+    with RawConnection(sasl_bootstrap) as conn:
+        assert conn.request("ApiVersions", 0, API["ApiVersions"].Request()).error_code == 0
+        conn.send_raw(conn.encode_request("ApiVersions", 0, API["ApiVersions"].Request()))
+        assert _closed(conn)
+    with RawConnection(sasl_bootstrap) as conn:
+        conn.send_raw(b"\x00\x00\x00\x04abcd")
+        assert _closed(conn)
+
+
 def test_raw_unknown_mechanism(sasl_bootstrap):
     with RawConnection(sasl_bootstrap) as conn:
         resp = handshake(conn, "GSSAPI")
@@ -202,6 +212,19 @@ def test_raw_wrong_password_then_closed(sasl_bootstrap, mechanism):
         assert _closed(conn)
     with RawConnection(sasl_bootstrap) as conn:   # an unknown user: the same answer
         assert login(conn, mechanism, "mallory", "x").error_code == SASL_AUTHENTICATION_FAILED
+
+
+def test_raw_request_pipelined_after_a_wrong_password_is_never_answered(sasl_bootstrap):
+    with RawConnection(sasl_bootstrap) as conn:
+        assert handshake(conn, "PLAIN").error_code == 0
+        conn.send_raw(conn.encode_request("SaslAuthenticate", 2, API["SaslAuthenticate"].Request(
+            auth_bytes=plain_token("alice", "wrong"))) + conn.encode_request(
+            "Metadata", 1, API["Metadata"].Request(topics=None)))
+        frame = conn.recv_frame()
+        assert frame is not None
+        _, pos = RESPONSE_HEADER.decode(1, frame, 0)
+        assert API["SaslAuthenticate"].response.decode(2, frame, pos)[0].error_code == SASL_AUTHENTICATION_FAILED
+        assert _closed(conn)
 
 
 def test_raw_login_session_lifetime_and_reauthentication(sasl_bootstrap):
@@ -287,3 +310,18 @@ def test_expired_session_closes_and_librdkafka_reauthenticates(broker_factory):
     # only the raw connection expired: librdkafka's were re-authenticated in time, not dropped
     assert _logged(b, "SASL session expired")
     assert b.log_path.read_text(errors="replace").count("SASL session expired") == 1
+
+
+def test_sasl_requests_on_a_plaintext_listener_are_illegal_state(broker):
+    """KafkaApis' answers (the same bytes from Kafka 4.3.1's PLAINTEXT listener), and ApiVersions
+    advertises both APIs as Kafka does."""
+    with RawConnection(broker.bootstrap) as conn:
+        keys = conn.request("ApiVersions", 0, API["ApiVersions"].Request()).api_keys
+        assert [(k.min_version, k.max_version) for k in keys if k.api_key in (17, 36)] == [(0, 1), (0, 2)]
+        for version in (0, 1):
+            resp = handshake(conn, "PLAIN", version)
+            assert (resp.error_code, resp.mechanisms) == (ILLEGAL_SASL_STATE, [])
+        for version in (0, 1, 2):
+            resp = authenticate(conn, plain_token("alice", "alice-secret"), version)
+            assert (resp.error_code, resp.error_message) == (
+                ILLEGAL_SASL_STATE, "SaslAuthenticate request received after successful authentication")

@@ -32,6 +32,8 @@ def test_named_listeners_map_to_protocols():
 @pytest.mark.parametrize("values", [
     {"listeners": "SASL_PLAINTEXT://127.0.0.1:0"},                                  # GSSAPI, Kafka's default
     {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "OAUTHBEARER"},
+    {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN",
+     "kconform.sasl.users": "alice"},                                                # no password
     {"listeners": "PLAINTEXT://0.0.0.0:9092"},                                       # not loopback
     {"listeners": "CLIENT://127.0.0.1:0"},                                           # not in the map
     {"listeners": "SSL://127.0.0.1:0"},                                              # no keystore
@@ -56,12 +58,28 @@ def test_principal_string_escapes_and_order():
     assert ssl_principal(None) == ssl_principal({}) == "User:ANONYMOUS"
 
 
-async def _principal_over_tls(tmp_path, client_auth: str, client_cert: bool) -> str:
-    ca = trustme.CA()
+def _keystore_configs(ca, tmp_path, form: str) -> dict[str, str]:
+    """The broker's key and chain in each of Kafka's PEM forms."""
+    cert = ca.issue_cert("127.0.0.1")
+    if form == "inline":
+        return {"ssl.keystore.certificate.chain": "".join(b.bytes().decode() for b in cert.cert_chain_pems),
+                "ssl.keystore.key": cert.private_key_pem.bytes().decode()}
     keystore = tmp_path / "server.pem"
-    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(keystore))
+    if form == "file":
+        cert.private_key_and_cert_chain_pem.write_to_path(str(keystore))
+        return {"ssl.keystore.location": str(keystore)}
+    from cryptography.hazmat.primitives import serialization   # trustme's own dependency
+    key = serialization.load_pem_private_key(cert.private_key_pem.bytes(), None)
+    encrypted = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                  serialization.BestAvailableEncryption(b"key-password"))
+    keystore.write_bytes(encrypted + b"".join(b.bytes() for b in cert.cert_chain_pems))
+    return {"ssl.keystore.location": str(keystore), "ssl.key.password": "key-password"}
+
+
+async def _principal_over_tls(tmp_path, client_auth: str, client_cert: bool, form: str = "file") -> str:
+    ca = trustme.CA()
     config = BrokerConfig({"listeners": "SSL://127.0.0.1:0", "ssl.keystore.type": "PEM",
-                           "ssl.keystore.location": str(keystore), "ssl.truststore.type": "PEM",
+                           **_keystore_configs(ca, tmp_path, form), "ssl.truststore.type": "PEM",
                            "ssl.truststore.certificates": ca.cert_pem.bytes().decode(),
                            "ssl.client.auth": client_auth})
     (listener,) = parse_listeners(config, "127.0.0.1", 0)
@@ -82,9 +100,17 @@ async def _principal_over_tls(tmp_path, client_auth: str, client_cert: bool) -> 
     return result[0]
 
 
-def test_tls_principal_is_the_client_certificates_subject(tmp_path):
-    principal = trio.run(_principal_over_tls, tmp_path, "required", True)
+@pytest.mark.parametrize("form", ["file", "inline", "encrypted"])
+def test_tls_principal_is_the_client_certificates_subject(tmp_path, form):
+    principal = trio.run(_principal_over_tls, tmp_path, "required", True, form)
     assert principal == "User:CN=alice,OU=tests,O=kconform"
+
+
+def test_wrong_key_password_is_refused(tmp_path):
+    configs = _keystore_configs(trustme.CA(), tmp_path, "encrypted")
+    with pytest.raises(ConfigError):
+        parse_listeners(BrokerConfig({"listeners": "SSL://127.0.0.1:0", "ssl.keystore.type": "PEM", **configs,
+                                      "ssl.key.password": "wrong"}), "127.0.0.1", 0)
 
 
 def test_tls_without_client_certificate_request_is_anonymous(tmp_path):
