@@ -34,6 +34,9 @@ from .sasl_mechanisms import SUPPORTED as SUPPORTED_MECHANISMS, CredentialStore
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 ANONYMOUS = "User:ANONYMOUS"
+#: What Kafka 4.3.1 sends a client that speaks plaintext Kafka to a TLS listener before closing:
+#: a TLS 1.2 record, fatal alert internal_error (measured: 15 03 03 00 02 02 50).
+PLAINTEXT_ON_TLS_ALERT = bytes.fromhex("15030300020250")
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
@@ -208,5 +211,12 @@ async def secure(listener: Listener | None, stream: trio.SocketStream):
     if listener is None or listener.ssl_context is None:
         return stream, ANONYMOUS
     tls = trio.SSLStream(stream, listener.ssl_context, server_side=True)
-    await tls.do_handshake()
+    try:
+        await tls.do_handshake()
+    except trio.BrokenResourceError as exc:
+        if getattr(exc.__cause__, "reason", None) == "WRONG_VERSION_NUMBER":
+            # a client speaking plaintext Kafka: Kafka's SSLEngine answers with this alert
+            with trio.move_on_after(1):
+                await stream.send_all(PLAINTEXT_ON_TLS_ALERT)
+        raise
     return tls, ssl_principal(tls.getpeercert())

@@ -132,6 +132,20 @@ def test_confluent_wrong_password_is_an_authentication_error(broker_factory, mec
     assert _logged(b, "Failed authentication: ")
 
 
+def test_confluent_round_trip_over_ssl_with_client_certificate(broker_factory, ca, tmp_path):
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(tmp_path / "broker.pem"))
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    client = ca.issue_cert("client@kconform", common_name="client")
+    client.private_key_pem.write_to_path(str(tmp_path / "client.key"))
+    client.cert_chain_pems[0].write_to_path(str(tmp_path / "client.pem"))
+    b = broker_factory({"listeners": "SSL://127.0.0.1:0", "ssl.keystore.type": "PEM",
+                        "ssl.keystore.location": str(tmp_path / "broker.pem"), "ssl.truststore.type": "PEM",
+                        "ssl.truststore.location": str(tmp_path / "ca.pem"), "ssl.client.auth": "required"})
+    conf = {"bootstrap.servers": b.bootstrap, "security.protocol": "SSL", "ssl.ca.location": str(tmp_path / "ca.pem"),
+            "ssl.certificate.location": str(tmp_path / "client.pem"), "ssl.key.location": str(tmp_path / "client.key")}
+    assert _round_trip(conf, 10) == [b"v%d" % i for i in range(10)]
+
+
 def test_tls_client_auth_required_refuses_a_client_without_certificate(broker_factory, ca, tmp_path):
     cert = ca.issue_cert("127.0.0.1")
     keystore = tmp_path / "broker.pem"
@@ -148,6 +162,14 @@ def test_tls_client_auth_required_refuses_a_client_without_certificate(broker_fa
                 tls.sendall(API["ApiVersions"].request_frame(0, 1, "t", API["ApiVersions"].Request()))
                 if not tls.recv(4):
                     raise ConnectionError("closed")
+    # a plaintext client: Kafka 4.3.1's fatal internal_error alert, then the close
+    with RawConnection(b.bootstrap) as conn:
+        conn.send_raw(conn.encode_request("ApiVersions", 0, API["ApiVersions"].Request()))
+        conn.sock.settimeout(10)
+        received = b""
+        while chunk := conn.sock.recv(100):
+            received += chunk
+        assert received == bytes.fromhex("15030300020250")
     # with one the CA issued: ApiVersions is answered
     ca.issue_cert("client@kconform").configure_cert(client_ctx)
     with socket.create_connection(("127.0.0.1", b.port), timeout=10) as raw:
