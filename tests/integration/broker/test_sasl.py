@@ -347,3 +347,53 @@ def test_sasl_requests_on_a_plaintext_listener_are_illegal_state(broker):
             resp = authenticate(conn, plain_token("alice", "alice-secret"), version)
             assert (resp.error_code, resp.error_message) == (
                 ILLEGAL_SASL_STATE, "SaslAuthenticate request received after successful authentication")
+
+
+@pytest.mark.parametrize("listener", ["SASL_PLAINTEXT", "SSL", "PLAINTEXT"])
+def test_principal_recorded_on_the_request_context(tmp_path, monkeypatch, ca, listener):
+    """What a handler sees: the SASL user, the client certificate's subject, or ANONYMOUS -- an
+    in-process broker on a loopback socket, its Metadata handler wrapped to note ctx.principal."""
+    import trio
+
+    from broker_impl.config import BrokerConfig
+    from broker_impl.handlers import load_all
+    from broker_impl.server.broker import Broker
+
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(tmp_path / "broker.pem"))
+    client_ctx = ssl.create_default_context()
+    ca.configure_trust(client_ctx)
+    ca.issue_cert("x@kconform", common_name="carol", organization_name="kconform",
+                  organization_unit_name="qa").configure_cert(client_ctx)
+    config = BrokerConfig({**SASL_PLAINTEXT, "listeners": f"{listener}://127.0.0.1:0", "ssl.keystore.type": "PEM",
+                           "ssl.keystore.location": str(tmp_path / "broker.pem"), "ssl.truststore.type": "PEM",
+                           "ssl.truststore.certificates": ca.cert_pem.bytes().decode(), "ssl.client.auth": "required",
+                           "offsets.topic.num.partitions": "1", "transaction.state.log.num.partitions": "1"})
+    handler = load_all()[API["Metadata"].key]
+    seen: list[str] = []
+    real = handler.fn
+
+    async def noting(broker, ctx, req):
+        seen.append(ctx.principal)
+        return await real(broker, ctx, req)
+
+    monkeypatch.setattr(handler, "fn", noting)
+
+    def client(port: int) -> None:
+        with RawConnection(f"127.0.0.1:{port}") as conn:
+            if listener == "SSL":
+                conn.sock = client_ctx.wrap_socket(conn.sock, server_hostname="127.0.0.1")
+            if listener == "SASL_PLAINTEXT":
+                assert login(conn, "SCRAM-SHA-512", "bob", "bob-secret").error_code == 0
+            assert conn.request("Metadata", 1, API["Metadata"].Request(topics=None)).brokers
+
+    async def main():
+        broker = Broker(config, tmp_path / "data", port=0)
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                port = await nursery.start(broker.serve)
+                await trio.to_thread.run_sync(client, port)
+                nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    assert seen == [{"SASL_PLAINTEXT": "User:bob", "SSL": "User:CN=carol,OU=qa,O=kconform",
+                     "PLAINTEXT": "User:ANONYMOUS"}[listener]]
