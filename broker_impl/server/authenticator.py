@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import re
 import struct
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, NoReturn
 
 import trio
 
@@ -261,7 +261,7 @@ class SaslServerAuthenticator(Authenticator):
             return int(lifetime_s * 1000)
         return 0
 
-    async def _fail(self, send, response: bytes | None, reason: str):
+    async def _fail(self, send, response: bytes | None, reason: str) -> NoReturn:
         """Kafka's failed authentication: the answer (if any) after the delay, then the close."""
         await trio.sleep(self.users.failure_delay_s)
         if response is not None:
