@@ -17,6 +17,7 @@ import trio
 
 from .config import BrokerConfig, ConfigError, parse_sets
 from .server.broker import run
+from .server.listeners import parse_listeners
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
@@ -42,6 +43,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         if args.node_id is not None:
             values["node.id"] = str(args.node_id)
         config = BrokerConfig(values)
+        parse_listeners(config, host, int(port))   # listeners and TLS files: refused before starting
     except ConfigError as exc:
         print(f"kconform broker: {exc}", file=sys.stderr)
         return 2

@@ -78,6 +78,28 @@ DEFAULTS: dict[str, str] = {
     "request.timeout.ms": "30000",
     "offsets.commit.timeout.ms": "5000",
     "offsets.load.buffer.size": "5242880",
+    # --- listeners, TLS and SASL (server/listeners, server/authenticator, docs/security.md) ---
+    # empty: PLAINTEXT on the address given at start (--listen); else Kafka's NAME://HOST:PORT list
+    "listeners": "",
+    "listener.security.protocol.map": "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
+    "sasl.enabled.mechanisms": "GSSAPI",
+    "connections.max.reauth.ms": "0",
+    "connection.failed.authentication.delay.ms": "100",
+    # the embedded broker reads PEM only (ssl.keystore.type=PEM)
+    "ssl.keystore.type": "JKS",
+    "ssl.keystore.location": "",
+    "ssl.keystore.password": "",
+    "ssl.key.password": "",
+    "ssl.keystore.certificate.chain": "",
+    "ssl.keystore.key": "",
+    "ssl.truststore.type": "JKS",
+    "ssl.truststore.location": "",
+    "ssl.truststore.password": "",
+    "ssl.truststore.certificates": "",
+    "ssl.client.auth": "none",
+    "ssl.principal.mapping.rules": "DEFAULT",
+    # NAME:PASSWORD,...: the SASL users (PLAIN and SCRAM; Kafka keeps these elsewhere: docs/security.md)
+    "kconform.sasl.users": "",
 }
 
 

@@ -54,4 +54,4 @@ def load_all() -> dict[int, Handler]:
 
 #: Every handler module, one per API family.
 MODULES = ("api_versions", "cluster", "configs", "fetch", "find_coordinator", "groups", "init_producer_id",
-           "list_offsets", "metadata", "offsets", "produce", "topics", "transactions")
+           "list_offsets", "metadata", "offsets", "produce", "sasl", "topics", "transactions")

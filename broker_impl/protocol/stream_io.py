@@ -38,7 +38,10 @@ async def receive_some(stream: trio.SocketStream, max_bytes: int, *, wait_first:
     """Up to ``max_bytes`` bytes from ``stream``; b"" when the peer closed its side. Yields
     once: waiting for data when none is there, else a checkpoint after the read.
     ``wait_first``: the caller knows nothing can be there yet (it has just sent a request and
-    not yielded since), so no read is tried before the wait."""
+    not yielded since), so no read is tried before the wait.
+    A stream that is no socket stream (a TLS listener's ``trio.SSLStream``) is read its own way."""
+    if not isinstance(stream, trio.SocketStream):
+        return await stream.receive_some(max_bytes)
     if not wait_first:
         try:
             data = os.read(_fd(stream), max_bytes)
@@ -62,6 +65,9 @@ async def receive_some(stream: trio.SocketStream, max_bytes: int, *, wait_first:
 async def send_all(stream: trio.SocketStream, data) -> None:
     """All of ``data`` to ``stream``; waits (a checkpoint) only while the socket's send buffer
     is full."""
+    if not isinstance(stream, trio.SocketStream):
+        await stream.send_all(data)
+        return
     with memoryview(data) as view:
         sent = 0
         while sent < len(view):

@@ -29,7 +29,7 @@ from pathlib import Path
 import trio
 
 from ..cluster.topics import TopicRegistry
-from ..config import BrokerConfig
+from ..config import BrokerConfig, ConfigError
 from ..coordinators.group import GroupCoordinator
 from ..coordinators.group_store import OFFSETS_TOPIC
 from ..coordinators.producer_ids import ProducerIdManager, RPCProducerIdManager
@@ -40,9 +40,11 @@ from ..handlers import load_all as load_handlers
 from ..log.partition_log import PartitionLog
 from ..protocol.errors import Errors
 from .add_partitions_manager import AddPartitionsToTxnManager
+from .authenticator import SaslUsers
 from .broker_lifecycle import CONTROLLED_SHUTDOWN_RECHECK_S, BrokerLifecycleManager, ControllerUnavailable
 from .connection import LocalRequests, serve_connection
 from .controller_server import ControllerServer
+from .listeners import parse_listeners
 from .replica_manager import ReplicaManager
 from .topic_creation import TopicCreator
 
@@ -69,6 +71,11 @@ class Broker:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         #: one broker of a cluster with a controller elsewhere (else: the whole cluster)
         self.is_cluster = bool(config.str("controller.quorum.voters").strip())
+        self.listeners = parse_listeners(config, host, port)
+        if self.is_cluster and any(x.protocol != "PLAINTEXT" for x in self.listeners):
+            raise ConfigError("a broker of a cluster serves PLAINTEXT listeners only: its replication "
+                              "and controller connections do not speak TLS or SASL")
+        self.sasl_users = SaslUsers(config) if any(x.sasl for x in self.listeners) else None
         self.replica_manager = ReplicaManager(self)
         self.topics = TopicRegistry(self.data_dir, lambda d, c: _open_partition_log(d, c, config),
                                     self.replica_manager.new_partition, creates_topics=not self.is_cluster)
@@ -151,9 +158,13 @@ class Broker:
         try:
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
-                listeners = await nursery.start(
-                    partial(trio.serve_tcp, lambda s: serve_connection(self, s), self.port, host=self.host))
-                self.port = listeners[0].socket.getsockname()[1]
+                for i, listener in enumerate(self.listeners):
+                    bound = await nursery.start(partial(
+                        trio.serve_tcp, partial(serve_connection, self, listener=listener), listener.port,
+                        host=listener.host))
+                    listener.port = bound[0].socket.getsockname()[1]
+                    if i == 0:   # the first listener is the broker's address (server/listeners)
+                        self.host, self.port = listener.host, listener.port
                 await self.group_coordinator.start(nursery, owns_all=False)
                 await self.txn_coordinator.start(nursery, owns_all=False)
                 if self.is_cluster:

@@ -13,6 +13,9 @@ ApiVersions at a version the broker does not know: Kafka answers it with
 UNSUPPORTED_VERSION in a v0 response, so that the client can pick a version
 both sides speak.
 
+A connection on a TLS or SASL listener authenticates first (server/listeners, server/authenticator):
+none of its requests reaches a handler before it has.
+
 Those closes are logged per peer host at a bounded rate (:class:`PeerWarnings`):
 a peer sending garbage in a loop -- a fuzzer, a client speaking another
 protocol -- would otherwise write a line per frame (hundreds of megabytes:
@@ -25,6 +28,7 @@ from __future__ import annotations
 import itertools
 import logging
 import struct
+from functools import partial
 
 import trio
 
@@ -35,7 +39,9 @@ from ..protocol.errors import Errors
 from ..protocol.framing import FrameBuffer, FrameError
 from ..protocol.messages import API, REQUEST_HEADER
 from ..protocol.stream_io import receive_some, send_all
+from .authenticator import AuthenticationClose, new_authenticator
 from .context import RequestContext
+from .listeners import ANONYMOUS, Listener, secure
 
 log = logging.getLogger("kconform.broker.connection")
 
@@ -119,24 +125,32 @@ def _unsupported_api_versions(correlation_id: int) -> bytes:
     return api.response_frame(0, correlation_id, resp)
 
 
-async def serve_connection(broker, stream: trio.SocketStream) -> None:
+async def serve_connection(broker, stream: trio.SocketStream, listener: Listener | None = None) -> None:
     conn_id = next(_CONN_IDS)
     try:
         host, port = stream.socket.getpeername()[:2]
         peer = f"{host}:{port}"
     except OSError:
         peer = "?"
-    reader = FrameReader(stream, broker.config.int("socket.request.max.bytes"))
     broker.connections[conn_id] = peer
     try:
+        # TLS, then SASL (server/authenticator): no frame reaches a handler before both succeed
+        stream, principal = await secure(listener, stream)
+        reader = FrameReader(stream, broker.config.int("socket.request.max.bytes"))
+        auth = new_authenticator(broker, listener, principal, lambda f: _handle_frame(broker, f, peer, conn_id))
+        send = partial(send_all, stream)
+        if not await auth.authenticate(reader.next_frame, send):
+            return
         while True:
             frame = await reader.next_frame()
             if frame is None:
                 return
-            out = await _handle_frame(broker, frame, peer, conn_id)
+            if await auth.before_request(frame, reader.next_frame, send):
+                continue
+            out = await _handle_frame(broker, frame, peer, conn_id, auth.principal)
             if out is not None:
                 await send_all(stream, out)
-    except CloseConnection as exc:
+    except (CloseConnection, AuthenticationClose) as exc:
         PEER_WARNINGS.warn(peer, "closing connection %d from %s: %s", conn_id, peer, exc)
     except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
         pass
@@ -149,7 +163,8 @@ async def serve_connection(broker, stream: trio.SocketStream) -> None:
             await stream.aclose()
 
 
-async def _handle_frame(broker, frame: bytes, peer: str, conn_id: int) -> bytes | None:
+async def _handle_frame(broker, frame: bytes, peer: str, conn_id: int,
+                        principal: str = ANONYMOUS) -> bytes | None:
     if len(frame) < 12:
         raise CloseConnection(f"frame of {len(frame) - 4} bytes is shorter than a request header")
     api_key, version, correlation_id = _HDR.unpack_from(frame, 4)
@@ -174,7 +189,7 @@ async def _handle_frame(broker, frame: bytes, peer: str, conn_id: int) -> bytes 
     except ProtocolError as exc:
         raise CloseConnection(f"malformed {api.name} v{version} request: {exc}") from None
     # Trailing bytes are ignored, as Kafka does (librdkafka's Metadata v13 has 3).
-    ctx = RequestContext(api, version, correlation_id, header.client_id, peer, conn_id)
+    ctx = RequestContext(api, version, correlation_id, header.client_id, peer, conn_id, principal)
     resp = await _answer(broker, handler, ctx, req)
     if resp is None:
         return None

@@ -15,3 +15,5 @@ class RequestContext:
     client_id: str | None
     peer: str
     connection_id: int
+    #: who the connection authenticated as (server/authenticator): ``User:NAME``, ``User:ANONYMOUS``
+    principal: str = "User:ANONYMOUS"

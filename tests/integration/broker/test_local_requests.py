@@ -67,8 +67,7 @@ def test_behind_a_proxy_the_requests_cross_it(tmp_path):
                  for cid in (MARKER_SENDER, VERIFIER)}
 
         async def commit_behind_the_proxy():
-            node = Node(tmp_path, **{"advertised.listeners": f"PLAINTEXT://{front.address}"})
-            node.broker.port = port
+            node = Node(tmp_path, port=port, **{"advertised.listeners": f"PLAINTEXT://{front.address}"})
             async with trio.open_nursery() as nursery:
                 await nursery.start(node.run)
                 await eventually(lambda: not node.txn_coordinator.txn_manager.loading)

@@ -16,9 +16,9 @@ from broker_impl.server.broker import Broker
 class Node:
     """A Broker serving in a cancel scope of its own; ``crash`` drops it without a clean close."""
 
-    def __init__(self, data_dir, **configs):
+    def __init__(self, data_dir, port: int = 0, **configs):
         self.broker = Broker(BrokerConfig({"transaction.state.log.num.partitions": "3", **configs}), data_dir,
-                             port=0)
+                             port=port)
         self._scope: trio.CancelScope | None = None
 
     @property

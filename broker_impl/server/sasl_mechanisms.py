@@ -1,0 +1,247 @@
+"""The broker's side of SASL/PLAIN (RFC 4616) and SASL/SCRAM-SHA-256/512 (RFC 5802, RFC 7677),
+as Kafka's PlainSaslServer and ScramSaslServer implement them, and the credentials they check.
+
+Credentials come from the broker config ``kconform.sasl.users`` (``name:password,...``): Kafka
+has no config that holds SCRAM credentials (they live in the cluster metadata, written by
+``kafka-storage format --add-scram`` or AlterUserScramCredentials), and its PLAIN users are a
+JAAS string under a listener-prefixed config. The SCRAM credentials are kept as Kafka keeps
+them: a random salt, the iteration count (4096, Kafka's minimum and ``--add-scram``'s default),
+StoredKey and ServerKey -- never the password. PLAIN keeps the password, as Kafka's JAAS
+``user_NAME="password"`` entries do, compared in constant time.
+
+A mechanism server is fed the client's tokens one by one (``evaluate``) and answers the next
+server token; it raises :class:`SaslAuthenticationFailed` with the message Kafka sends to the
+client. Kafka's servers throw two kinds of failures: ``SaslAuthenticationException``, whose
+message reaches the client as is (PLAIN's, a SCRAM authorization id that is not the user), and
+``SaslException`` (SCRAM's unknown user, wrong proof, malformed message), for which
+SaslServerAuthenticator sends a fixed message naming the mechanism only
+(``generic=True`` here).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import re
+import secrets
+from dataclasses import dataclass
+
+PLAIN = "PLAIN"
+SCRAM_SHA_256 = "SCRAM-SHA-256"
+SCRAM_SHA_512 = "SCRAM-SHA-512"
+
+#: Kafka's ScramMechanism: the hash, and the fewest iterations a credential may have.
+SCRAM_HASHES = {SCRAM_SHA_256: "sha256", SCRAM_SHA_512: "sha512"}
+SCRAM_MIN_ITERATIONS = 4096
+SUPPORTED = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512)
+
+
+class SaslAuthenticationFailed(Exception):
+    """The exchange failed. ``generic``: Kafka replaces the message by
+    "Authentication failed during authentication due to invalid credentials with SASL mechanism M"
+    (its servers threw a SaslException, whose text stays in the broker)."""
+
+    def __init__(self, message: str, generic: bool = False):
+        super().__init__(message)
+        self.generic = generic
+
+
+def secure_random_string() -> str:
+    """Kafka's ScramFormatter.secureRandomString: a 130-bit random number in base 36 (nonces, salts)."""
+    n = secrets.randbits(130)
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = []
+    while n:
+        n, r = divmod(n, 36)
+        out.append(digits[r])
+    return "".join(reversed(out)) or "0"
+
+
+# -- SCRAM's formulas (RFC 5802 section 3) --------------------------------------------------
+def salted_password(hash_name: str, password: str, salt: bytes, iterations: int) -> bytes:
+    return hashlib.pbkdf2_hmac(hash_name, password.encode("utf-8"), salt, iterations)
+
+
+def _hmac(hash_name: str, key: bytes, data: bytes) -> bytes:
+    return hmac.new(key, data, hash_name).digest()
+
+
+def client_key(hash_name: str, salted: bytes) -> bytes:
+    return _hmac(hash_name, salted, b"Client Key")
+
+
+def stored_key(hash_name: str, key: bytes) -> bytes:
+    return hashlib.new(hash_name, key).digest()
+
+
+def server_key(hash_name: str, salted: bytes) -> bytes:
+    return _hmac(hash_name, salted, b"Server Key")
+
+
+@dataclass(frozen=True)
+class ScramCredential:
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+    @classmethod
+    def generate(cls, mechanism: str, password: str, iterations: int = SCRAM_MIN_ITERATIONS,
+                 salt: bytes | None = None) -> "ScramCredential":
+        h = SCRAM_HASHES[mechanism]
+        salt = secure_random_string().encode("ascii") if salt is None else salt
+        salted = salted_password(h, password, salt, iterations)
+        return cls(salt, stored_key(h, client_key(h, salted)), server_key(h, salted), iterations)
+
+
+class CredentialStore:
+    """Users from ``kconform.sasl.users``: PLAIN passwords and SCRAM credentials per mechanism."""
+
+    def __init__(self, users: dict[str, str], mechanisms: list[str]):
+        self._plain = dict(users) if PLAIN in mechanisms else {}
+        self._scram = {m: {u: ScramCredential.generate(m, p) for u, p in users.items()}
+                       for m in mechanisms if m in SCRAM_HASHES}
+
+    @staticmethod
+    def parse_users(value: str) -> dict[str, str]:
+        """``alice:alice-secret,bob:bob-secret`` (a name has no ``:`` or ``,``; a password no ``,``)."""
+        users: dict[str, str] = {}
+        for item in filter(None, (s.strip() for s in value.split(","))):
+            name, sep, password = item.partition(":")
+            if not sep or not name or not password:
+                raise ValueError(f"kconform.sasl.users entry {item.split(':')[0]!r}: NAME:PASSWORD expected")
+            users[name] = password
+        return users
+
+    def plain_ok(self, user: str, password: str) -> bool:
+        expected = self._plain.get(user)
+        # compare with something even for an unknown user: the time says nothing about the name
+        ok = hmac.compare_digest((expected or "\0" + password).encode(), password.encode())
+        return expected is not None and ok
+
+    def scram(self, mechanism: str, user: str) -> ScramCredential | None:
+        return self._scram.get(mechanism, {}).get(user)
+
+
+class PlainServer:
+    """Kafka's PlainSaslServer: one token ``[authzid] NUL authcid NUL passwd``, no answer."""
+
+    mechanism = PLAIN
+
+    def __init__(self, store: CredentialStore):
+        self.store = store
+        self.complete = False
+        self.authorization_id: str | None = None
+
+    def evaluate(self, token: bytes) -> bytes:
+        text = token.decode("utf-8", errors="replace")
+        tokens = text.split("\0", 3)
+        if len(tokens) != 3:
+            # Kafka splits at most 4 times; 4 pieces or 1-2 are "expected 3 tokens"
+            raise SaslAuthenticationFailed(
+                f"Invalid SASL/PLAIN response: expected 3 tokens, got {min(len(tokens), 4)}")
+        authzid, user, password = tokens
+        if not user:
+            raise SaslAuthenticationFailed("Authentication failed: username not specified")
+        if not password:
+            raise SaslAuthenticationFailed("Authentication failed: password not specified")
+        if not self.store.plain_ok(user, password):
+            raise SaslAuthenticationFailed("Authentication failed: Invalid username or password")
+        if authzid and authzid != user:
+            raise SaslAuthenticationFailed(
+                "Authentication failed: Client requested an authorization id that is different from username")
+        self.authorization_id = user
+        self.complete = True
+        return b""
+
+
+# Kafka's ScramMessages patterns (Java's ``[a&&[^b]]`` classes spelled out).
+_VALUE = r"[\x01-\x2b\x2d-\x7f]+"                      # [\x01-\x7F&&[^,]]
+_PRINTABLE = r"[\x21-\x2b\x2d-\x7e]+"                  # [\x21-\x7E&&[^,]]
+_SASLNAME = r"(?:[\x01-\x2b\x2d-\x3c\x3e-\x7f]|=2C|=3D)+"
+_BASE64 = r"(?:[a-zA-Z0-9/+]{4})*(?:[a-zA-Z0-9/+]{3}=|[a-zA-Z0-9/+]{2}==)?"
+_RESERVED = rf"(?:m={_VALUE},)?"
+_EXTENSIONS = rf"(?:,[A-Za-z]+={_VALUE})*"
+_CLIENT_FIRST = re.compile(
+    rf"n,(?:a=(?P<authzid>{_SASLNAME}))?,{_RESERVED}n=(?P<saslname>{_SASLNAME}),r=(?P<nonce>{_PRINTABLE})"
+    rf"(?P<extensions>{_EXTENSIONS})")
+_CLIENT_FINAL = re.compile(
+    rf"c=(?P<channel>{_BASE64}),r=(?P<nonce>{_PRINTABLE}){_EXTENSIONS},p=(?P<proof>{_BASE64})")
+
+
+def username_of(saslname: str) -> str:
+    """Kafka's ScramFormatter.username: ``=2C`` is ``,``, ``=3D`` is ``=``, any other ``=`` is invalid."""
+    name = saslname.replace("=2C", ",")
+    if "=" in name.replace("=3D", ""):
+        raise SaslAuthenticationFailed(f"Invalid username: {saslname}", generic=True)
+    return name.replace("=3D", "=")
+
+
+class ScramServer:
+    """Kafka's ScramSaslServer: client-first -> server-first -> client-final -> server-final."""
+
+    def __init__(self, mechanism: str, store: CredentialStore):
+        self.mechanism = mechanism
+        self.hash = SCRAM_HASHES[mechanism]
+        self.store = store
+        self.complete = False
+        self.authorization_id: str | None = None
+        self._client_first_bare: str | None = None
+        self._server_first: str | None = None
+        self._nonce: str | None = None
+        self._credential: ScramCredential | None = None
+
+    def evaluate(self, token: bytes) -> bytes:
+        try:
+            message = token.decode("utf-8")
+        except UnicodeDecodeError:
+            raise SaslAuthenticationFailed("Invalid SCRAM message: not UTF-8", generic=True) from None
+        if self._server_first is None:
+            return self._client_first(message)
+        if not self.complete and self._credential is not None:
+            return self._client_final(message)
+        raise SaslAuthenticationFailed("Unexpected challenge in Sasl server state COMPLETE")
+
+    def _client_first(self, message: str) -> bytes:
+        m = _CLIENT_FIRST.fullmatch(message)
+        if m is None:
+            raise SaslAuthenticationFailed(f"Invalid SCRAM client first message format: {message}", generic=True)
+        user = username_of(m["saslname"])
+        credential = self.store.scram(self.mechanism, user)
+        if credential is None:
+            raise SaslAuthenticationFailed("Authentication failed: Invalid user credentials", generic=True)
+        if m["authzid"] and m["authzid"] != user:
+            raise SaslAuthenticationFailed(
+                "Authentication failed: Client requested an authorization id that is different from username")
+        self.authorization_id = user
+        self._credential = credential
+        self._client_first_bare = f"n={m['saslname']},r={m['nonce']}{m['extensions']}"
+        self._nonce = m["nonce"] + secure_random_string()
+        salt = base64.b64encode(credential.salt).decode("ascii")
+        self._server_first = f"r={self._nonce},s={salt},i={credential.iterations}"
+        return self._server_first.encode("ascii")
+
+    def _client_final(self, message: str) -> bytes:
+        credential, self._credential = self._credential, None   # one attempt (Kafka clears it)
+        m = _CLIENT_FINAL.fullmatch(message)
+        if m is None:
+            raise SaslAuthenticationFailed(f"Invalid SCRAM client final message format: {message}", generic=True)
+        if not m["nonce"].endswith(self._nonce):
+            raise SaslAuthenticationFailed("Invalid client nonce in the final client message.", generic=True)
+        without_proof = message[: message.rindex(",p=")]
+        auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode("utf-8")
+        client_signature = _hmac(self.hash, credential.stored_key, auth_message)
+        proof = base64.b64decode(m["proof"])
+        if len(proof) != len(client_signature):
+            raise SaslAuthenticationFailed("Invalid client credentials", generic=True)
+        computed = stored_key(self.hash, bytes(a ^ b for a, b in zip(client_signature, proof)))
+        if not hmac.compare_digest(computed, credential.stored_key):
+            raise SaslAuthenticationFailed("Invalid client credentials", generic=True)
+        signature = _hmac(self.hash, credential.server_key, auth_message)
+        self.complete = True
+        return b"v=" + base64.b64encode(signature)
+
+
+def new_server(mechanism: str, store: CredentialStore):
+    return PlainServer(store) if mechanism == PLAIN else ScramServer(mechanism, store)
