@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from . import handles
 from ..coordinators.group_metadata_manager import DescribedGroup
 from ..protocol.errors import Errors
+from ..server.authorizer import AclOperation as Op, ResourceType as Res, allowed
 from .metadata import NO_AUTHORIZED_OPS
 
 if TYPE_CHECKING:
@@ -29,11 +30,17 @@ def _client_host(ctx) -> str:
     return "/" + host.strip("[]") if host else ""
 
 
+def group_denied(broker: Broker, ctx, group_id: str) -> Errors | None:
+    """KafkaApis: JoinGroup, SyncGroup, Heartbeat, LeaveGroup (and OffsetCommit) need READ on the
+    group, checked before the coordinator is looked at."""
+    return None if allowed(broker, ctx, Op.READ, Res.GROUP, group_id) else Errors.GROUP_AUTHORIZATION_FAILED
+
+
 @handles("JoinGroup")
 async def handle_join_group(broker: Broker, ctx, req):
     R = ctx.api.Response
     v = ctx.version
-    not_here = broker.group_coordinator.coordinator_error(req.group_id)
+    not_here = group_denied(broker, ctx, req.group_id) or broker.group_coordinator.coordinator_error(req.group_id)
     if not_here is not None:
         return R(throttle_time_ms=0, error_code=not_here, generation_id=-1, protocol_type=None,
                  protocol_name=None if v >= 7 else "", leader="", skip_assignment=False,
@@ -63,7 +70,7 @@ async def handle_sync_group(broker: Broker, ctx, req):
         # KafkaApis: from v5 both are mandatory (SyncGroupRequest.areMandatoryProtocolTypeAndNamePresent)
         return R(throttle_time_ms=0, error_code=Errors.INCONSISTENT_GROUP_PROTOCOL, assignment=b"")
     gc = broker.group_coordinator
-    not_here = gc.coordinator_error(req.group_id)
+    not_here = group_denied(broker, ctx, req.group_id) or gc.coordinator_error(req.group_id)
     if not_here is not None:
         return R(throttle_time_ms=0, error_code=not_here, protocol_type=None, protocol_name=None, assignment=b"")
     assignments = {a.member_id: bytes(a.assignment) for a in req.assignments or ()}
@@ -81,7 +88,7 @@ async def handle_sync_group(broker: Broker, ctx, req):
 
 @handles("Heartbeat")
 async def handle_heartbeat(broker: Broker, ctx, req):
-    err = broker.group_coordinator.coordinator_error(req.group_id)
+    err = group_denied(broker, ctx, req.group_id) or broker.group_coordinator.coordinator_error(req.group_id)
     if err is not None:
         return ctx.api.Response(throttle_time_ms=0, error_code=err)
     err = broker.group_coordinator.heartbeat(group_id=req.group_id, member_id=req.member_id,
@@ -97,7 +104,7 @@ async def handle_leave_group(broker: Broker, ctx, req):
         members = [(req.member_id, None)]
     else:
         members = [(m.member_id, m.group_instance_id) for m in req.members or ()]
-    not_here = broker.group_coordinator.coordinator_error(req.group_id)
+    not_here = group_denied(broker, ctx, req.group_id) or broker.group_coordinator.coordinator_error(req.group_id)
     if not_here is not None:
         if ctx.version < 3:
             return R(throttle_time_ms=0, error_code=not_here)
