@@ -47,11 +47,11 @@ async def handle_offset_commit(broker: Broker, ctx, req):
     v = ctx.version
     entries = []
     resolved = []
-    group_denied = group_denied(broker, ctx, req.group_id)
+    refused = group_denied(broker, ctx, req.group_id)
     for td in req.topics or ():
         name, tid, err = _resolve(broker, v, 10, td.name, td.topic_id)
-        if group_denied is not None:
-            err = group_denied    # KafkaApis: READ on the group, else every partition refused
+        if refused is not None:
+            err = refused    # KafkaApis: READ on the group, else every partition refused
         elif name is not None and not allowed(broker, ctx, Op.READ, Res.TOPIC, name):
             err = Errors.TOPIC_AUTHORIZATION_FAILED
         resolved.append((td, name, tid, err))

@@ -98,7 +98,8 @@ def test_consumer_needs_read_on_the_group(secured):
     _grant(admin, _acl(ResourceType.TOPIC, topic, "bob", AclOperation.READ))
 
     def consume(limit_s: float = 20):
-        got, errors = [], []
+        """What bob reads, the errors he gets, and the offsets he then commits (OffsetCommit)."""
+        got, errors, committed = [], [], None
         c = ck.Consumer(_conf(b, "bob", **{"group.id": group, "auto.offset.reset": "earliest",
                                           "enable.auto.commit": False}))
         c.subscribe([topic])
@@ -109,15 +110,16 @@ def test_consumer_needs_read_on_the_group(secured):
                 if m is None:
                     continue
                 (errors if m.error() else got).append(m.error() or m.value())
+            if got:
+                committed = [(tp.topic, tp.offset, tp.error) for tp in c.commit(asynchronous=False)]
         finally:
             c.close()
-        return got, errors
+        return got, errors, committed
 
-    got, errors = consume()
+    got, errors, _ = consume()
     assert got == [] and [e.code() for e in errors] == [E.GROUP_AUTHORIZATION_FAILED]
     _grant(admin, _acl(ResourceType.GROUP, group, "bob", AclOperation.READ))
-    got, errors = consume()
-    assert (got, errors) == ([b"v0", b"v1", b"v2"], [])
+    assert consume() == ([b"v0", b"v1", b"v2"], [], [(topic, 3, None)])
 
 
 def test_create_describe_delete_acls_through_the_admin_client(secured):
