@@ -68,7 +68,9 @@ async def handle_find_coordinator(broker: Broker, ctx, req):
         out = []
         for key in req.coordinator_keys or ():
             err, msg, (node, host, port) = await _lookup(broker, ctx, key_type, key)
-            out.append(R.Coordinator(key=key, node_id=node, host=host, port=port, error_code=err, error_message="" if err is Errors.NONE else msg))
+            if err in (Errors.NONE, Errors.GROUP_AUTHORIZATION_FAILED, Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED):
+                msg = ""   # Kafka 4.3.1 (measured) sets no message for these in a batched answer
+            out.append(R.Coordinator(key=key, node_id=node, host=host, port=port, error_code=err, error_message=msg))
         return R(throttle_time_ms=0, coordinators=out)
     err, msg, (node, host, port) = await _lookup(broker, ctx, key_type, req.key)
     return R(throttle_time_ms=0, error_code=err, error_message=msg, node_id=node, host=host, port=port)

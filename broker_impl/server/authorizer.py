@@ -137,9 +137,10 @@ class AclBinding:
                     "the principal type from the principal name)")
         return None
 
-    def is_unknown(self) -> bool:
-        return Res.UNKNOWN == self.resource_type or PatternType.UNKNOWN == self.pattern_type or \
-            Op.UNKNOWN == self.operation or AclPermissionType.UNKNOWN == self.permission_type
+    def names_any(self) -> bool:
+        """A binding no ACL can be (Kafka's ResourcePattern / AccessControlEntry refuse it)."""
+        return Res.ANY == self.resource_type or self.pattern_type in (PatternType.ANY, PatternType.MATCH) or \
+            Op.ANY == self.operation or AclPermissionType.ANY == self.permission_type
 
     def covers(self, rtype: ResourceType, name: str) -> bool:
         """Whether this ACL is one of the resource's (its pattern matches the name)."""
@@ -173,10 +174,6 @@ class AclBindingFilter:
     host: str | None
     operation: AclOperation
     permission_type: AclPermissionType
-
-    def is_unknown(self) -> bool:
-        return PatternType.UNKNOWN == self.pattern_type or Res.UNKNOWN == self.resource_type or \
-            Op.UNKNOWN == self.operation or AclPermissionType.UNKNOWN == self.permission_type
 
     def matches(self, b: AclBinding) -> bool:
         """Kafka's ResourcePatternFilter.matches and AccessControlEntryFilter.matches."""

@@ -1,11 +1,23 @@
 """ACLs end to end (server/authorizer, handlers/acls): an embedded broker with Kafka's
 StandardAuthorizer over SASL_PLAINTEXT, librdkafka (confluent-kafka) as the clients. ``admin`` is
-a super user; ``alice`` and ``bob`` get what each test grants them through CreateAcls."""
+a super user; ``alice`` and ``bob`` get what each test grants them through CreateAcls.
+
+They run against Apache Kafka too (but what needs a broker of their own: a restart, no
+authorizer): a 4.3.1 node (process.roles=broker,controller) with a SASL_PLAINTEXT listener
+(SCRAM-SHA-512, also the inter-broker listener, sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512
+and the admin's JAAS login), a PLAINTEXT controller listener,
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer,
+super.users=User:admin;User:ANONYMOUS (the controller listener's principal), users admin, alice
+and bob (``kafka-storage format --add-scram 'SCRAM-SHA-512=[name=alice,password=alice-secret]'``
+...): ``KCONFORM_ACL_KAFKA=127.0.0.1:PORT pytest tests/integration/broker/test_acls.py``.
+"""
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
+from types import SimpleNamespace
 
 import pytest
 
@@ -41,9 +53,12 @@ def _acl(rtype, name, user, op, perm=ALLOW, pattern=LITERAL) -> AclBinding:
     return AclBinding(rtype, name, pattern, f"User:{user}", "*", op, perm)
 
 
+KAFKA = os.environ.get("KCONFORM_ACL_KAFKA")
+
+
 @pytest.fixture
 def secured(broker_factory):
-    b = broker_factory(SECURED)
+    b = SimpleNamespace(bootstrap=KAFKA) if KAFKA else broker_factory(SECURED)
     admin = AdminClient(_conf(b, "admin"))
     return b, admin
 
@@ -124,16 +139,18 @@ def test_consumer_needs_read_on_the_group(secured):
 
 def test_create_describe_delete_acls_through_the_admin_client(secured):
     b, admin = secured
-    bindings = [_acl(ResourceType.TOPIC, "orders", "alice", AclOperation.READ),
-                _acl(ResourceType.TOPIC, "pay-", "alice", AclOperation.WRITE, DENY, PREFIXED),
-                _acl(ResourceType.GROUP, "g", "bob", AclOperation.ALL)]
+    s = uuid.uuid4().hex[:8]      # names of this test's own (Kafka's ACLs outlive a test)
+    carol = f"carol-{s}"
+    bindings = [_acl(ResourceType.TOPIC, f"orders-{s}", carol, AclOperation.READ),
+                _acl(ResourceType.TOPIC, f"pay-{s}-", carol, AclOperation.WRITE, DENY, PREFIXED),
+                _acl(ResourceType.GROUP, f"g-{s}", carol, AclOperation.ALL)]
     _grant(admin, *bindings)
-    every = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
-                             AclPermissionType.ANY)
+    every = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, f"User:{carol}", None,
+                             AclOperation.ANY, AclPermissionType.ANY)
     assert sorted(map(str, admin.describe_acls(every, request_timeout=15).result(timeout=20))) == \
         sorted(map(str, bindings))
-    match = AclBindingFilter(ResourceType.TOPIC, "pay-eu", ResourcePatternType.MATCH, None, None, AclOperation.ANY,
-                             AclPermissionType.ANY)
+    match = AclBindingFilter(ResourceType.TOPIC, f"pay-{s}-eu", ResourcePatternType.MATCH, None, None,
+                             AclOperation.ANY, AclPermissionType.ANY)
     assert [str(x) for x in admin.describe_acls(match, request_timeout=15).result(timeout=20)] == [str(bindings[1])]
     # a user without ALTER on the cluster may not create any
     alice = AdminClient(_conf(b, "alice"))
@@ -149,11 +166,13 @@ def test_create_describe_delete_acls_through_the_admin_client(secured):
             resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1, principal_filter=None,
             host_filter=None, operation=1, permission_type=1))
         assert (r.error_code, r.resources) == (E.CLUSTER_AUTHORIZATION_FAILED, [])
-    topic_filter = AclBindingFilter(ResourceType.TOPIC, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
-                                    AclPermissionType.ANY)
+    topic_filter = AclBindingFilter(ResourceType.TOPIC, None, ResourcePatternType.ANY, f"User:{carol}", None,
+                                    AclOperation.ANY, AclPermissionType.ANY)
     deleted = next(iter(admin.delete_acls([topic_filter], request_timeout=15).values())).result(timeout=20)
     assert sorted(map(str, deleted)) == sorted(map(str, bindings[:2]))
     assert [str(x) for x in admin.describe_acls(every, request_timeout=15).result(timeout=20)] == [str(bindings[2])]
+    if KAFKA:
+        return
     # kept across a restart (acls.json in the data directory)
     b.stop()
     b.start()
@@ -161,31 +180,169 @@ def test_create_describe_delete_acls_through_the_admin_client(secured):
     assert [str(x) for x in admin.describe_acls(every, request_timeout=15).result(timeout=20)] == [str(bindings[2])]
 
 
-def test_raw_errors_of_the_acl_apis(broker_factory):
-    """SECURITY_DISABLED without an authorizer; INVALID_REQUEST with Kafka's message for a binding
-    it refuses; the connection closed for an element Kafka does not know."""
-    plain = broker_factory()
-    with RawConnection(plain.bootstrap) as conn:
-        r = conn.request("DescribeAcls", 3, API["DescribeAcls"].Request(
-            resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1, principal_filter=None,
-            host_filter=None, operation=1, permission_type=1))
-        assert (r.error_code, r.error_message) == (54, "No Authorizer is configured.")
-    b = broker_factory(SECURED, name="secured")
-    C = API["CreateAcls"].Request.AclCreation
-    with RawConnection(b.bootstrap) as conn:
-        login(conn, "SCRAM-SHA-512", "admin", "admin-secret")
-        r = conn.request("CreateAcls", 3, API["CreateAcls"].Request(creations=[
-            C(resource_type=4, resource_name="other", resource_pattern_type=3, principal="User:a", host="*",
-              operation=7, permission_type=3),
-            C(resource_type=2, resource_name="t", resource_pattern_type=2, principal="User:a", host="*",
-              operation=3, permission_type=3),
-            C(resource_type=2, resource_name="t", resource_pattern_type=3, principal="User:a", host="*",
-              operation=3, permission_type=3)]))
-        assert [(x.error_code, x.error_message) for x in r.results] == [
-            (42, "The only valid name for the CLUSTER resource is kafka-cluster"), (42, "Invalid patternType MATCH"),
-            (0, None)]
-        conn.send_raw(conn.encode_request("CreateAcls", 3, API["CreateAcls"].Request(creations=[
-            C(resource_type=99, resource_name="t", resource_pattern_type=3, principal="User:a", host="*",
-              operation=3, permission_type=3)])))
+def _ask(bootstrap: str, user: str, api: str, version: int, **body):
+    """One request on a connection of its own, logged in as ``user``; None: closed unanswered."""
+    with RawConnection(bootstrap) as conn:
+        login(conn, "SCRAM-SHA-512", user, f"{user}-secret")
         conn.sock.settimeout(10)
-        assert conn.recv_frame() is None
+        try:
+            return conn.request(api, version, API[api].Request(**body))
+        except ConnectionError:
+            return None
+
+
+def _creation(**kw):
+    d = dict(resource_type=2, resource_name="t", resource_pattern_type=3, principal="User:a", host="*", operation=3,
+             permission_type=3)
+    return API["CreateAcls"].Request.AclCreation(**{**d, **kw})
+
+
+def _results(r):
+    return None if r is None else [(x.error_code, x.error_message) for x in r.results]
+
+
+def test_raw_errors_of_the_acl_apis(broker_factory):
+    """Kafka 4.3.1's answers to bindings and filters it refuses (measured, handlers/acls)."""
+    if not KAFKA:
+        plain = broker_factory()
+        with RawConnection(plain.bootstrap) as conn:
+            r = conn.request("DescribeAcls", 3, API["DescribeAcls"].Request(
+                resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1, principal_filter=None,
+                host_filter=None, operation=1, permission_type=1))
+            assert (r.error_code, r.error_message) == (54, "No Authorizer is configured.")
+    boot = KAFKA or broker_factory(SECURED, name="secured").bootstrap
+    s = uuid.uuid4().hex[:8]
+
+    def create(*creations, user="admin"):
+        return _results(_ask(boot, user, "CreateAcls", 3, creations=list(creations)))
+
+    def names(name):
+        r = _ask(boot, "admin", "DescribeAcls", 3, resource_type_filter=2, resource_name_filter=name,
+                 pattern_type_filter=1, principal_filter=None, host_filter=None, operation=1, permission_type=1)
+        return (r.error_code, r.error_message, [x.resource_name for x in r.resources])
+
+    assert create(_creation(resource_type=4, resource_name="other", operation=7)) == [
+        (42, "The only valid name for the CLUSTER resource is kafka-cluster")]
+    assert create(_creation(resource_name="")) == [(42, "Invalid empty resource name")]
+    assert create(_creation(principal="alice")) == [(42, "Could not parse principal from `alice` (no colon is "
+                                                         "present separating the principal type from the principal name)")]
+    assert create(_creation(resource_type=99)) == [(42, "Invalid resourceType UNKNOWN")]
+    assert create(_creation(resource_pattern_type=99)) == [(42, "Invalid patternType UNKNOWN")]
+    assert create(_creation(operation=99)) == [(42, "Invalid operation UNKNOWN")]
+    for kw in ({"resource_type": 0}, {"resource_pattern_type": 0}, {"operation": 0}, {"permission_type": 0}):
+        assert create(_creation(**kw)) is None, kw                    # closed, no answer
+    # ANY or MATCH anywhere: every result UNKNOWN_SERVER_ERROR, none created
+    for kw in ({"resource_type": 1}, {"resource_pattern_type": 1}, {"resource_pattern_type": 2}, {"operation": 1},
+               {"permission_type": 1}):
+        assert create(_creation(**kw), _creation(resource_name=f"{s}-a")) == [(-1, None), (-1, None)], kw
+    assert names(f"{s}-a") == (0, "", [])
+    # a refused binding beside a valid one: that one is created
+    assert create(_creation(resource_name=f"{s}-b"), _creation(resource_name="")) == [
+        (0, ""), (42, "Invalid empty resource name")]
+    assert names(f"{s}-b") == (0, "", [f"{s}-b"])
+    assert create(_creation(resource_name=f"{s}-c"), user="alice")[0][0] == 31
+    # filters: an unknown code matches nothing, UNKNOWN (0) closes the connection
+    for kw, answer in (({"resource_type_filter": 99}, (0, "", [])), ({"operation": 99}, (0, "", [])),
+                       ({"pattern_type_filter": 0}, None)):
+        r = _ask(boot, "admin", "DescribeAcls", 3, **{**dict(
+            resource_type_filter=2, resource_name_filter=f"{s}-b", pattern_type_filter=1, principal_filter=None,
+            host_filter=None, operation=1, permission_type=1), **kw})
+        assert (r if r is None else (r.error_code, r.error_message, r.resources)) == answer, kw
+
+
+def test_raw_refusals_of_the_transaction_and_group_apis(secured):
+    """What Kafka 4.3.1 answers a user without ACLs (measured): the errors, per API and version,
+    that KafkaApis gives before the coordinators are asked."""
+    b, admin = secured
+    s = uuid.uuid4().hex[:8]
+    topic, txn, group = f"t-{s}", f"tx-{s}", f"g-{s}"
+    MT = API["Metadata"].Request.MetadataRequestTopic
+    assert _ask(b.bootstrap, "admin", "Metadata", 12, topics=[MT(name=topic, topic_id=bytes(16))],
+                allow_auto_topic_creation=True, include_topic_authorized_operations=False) is not None
+    time.sleep(0.5)
+
+    def ask(api, version, user="alice", **body):
+        return _ask(b.bootstrap, user, api, version, **body)
+
+    # Metadata: a topic refused or to be created without CREATE, no id, no partitions
+    for v in (1, 4, 12):
+        kw = {"topics": [MT(name=topic, topic_id=bytes(16)), MT(name=f"{topic}-new", topic_id=bytes(16))]}
+        if v >= 4:
+            kw["allow_auto_topic_creation"] = True
+        r = ask("Metadata", v, **kw)
+        assert [(t.error_code, t.name, bytes(t.topic_id), t.partitions) for t in r.topics] == [
+            (29, topic, bytes(16), []), (29, f"{topic}-new", bytes(16), [])], v
+    # FindCoordinator: Errors' message before v4, none in the batched answer
+    r = ask("FindCoordinator", 3, key=group, key_type=0)
+    assert (r.error_code, r.error_message, r.node_id) == (30, "Group authorization failed.", -1)
+    r = ask("FindCoordinator", 3, key=txn, key_type=1)
+    assert (r.error_code, r.error_message) == (53, "Transactional Id authorization failed.")
+    r = ask("FindCoordinator", 6, key_type=1, coordinator_keys=[txn])
+    assert [(c.error_code, c.error_message, c.node_id) for c in r.coordinators] == [(53, "", -1)]
+    for v in (1, 4, 5):
+        r = ask("InitProducerId", v, transactional_id=txn, transaction_timeout_ms=60000, producer_id=-1,
+                producer_epoch=-1)
+        assert (r.error_code, r.producer_id, r.producer_epoch) == (53, -1, -1), v
+    # idempotent: neither IDEMPOTENT_WRITE on the cluster nor WRITE on any topic (bob only ever reads)
+    r = ask("InitProducerId", 5, user="bob", transactional_id=None, transaction_timeout_ms=60000, producer_id=-1,
+            producer_epoch=-1)
+    assert (r.error_code, r.producer_id) == (31, -1)
+    assert ask("AddOffsetsToTxn", 3, transactional_id=txn, producer_id=1, producer_epoch=0,
+               group_id=group).error_code == 53
+    for v in (3, 5):
+        r = ask("EndTxn", v, transactional_id=txn, producer_id=1, producer_epoch=0, committed=True)
+        assert (r.error_code, r.producer_id, r.producer_epoch) == (53, -1, -1)
+    AP = API["AddPartitionsToTxn"].Request
+    r = ask("AddPartitionsToTxn", 3, v3_and_below_transactional_id=txn, v3_and_below_producer_id=1,
+            v3_and_below_producer_epoch=0, v3_and_below_topics=[AP.AddPartitionsToTxnTopic(name=topic, partitions=[0])])
+    assert [(t.name, [(p.partition_index, p.partition_error_code) for p in t.results_by_partition])
+            for t in r.results_by_topic_v3_and_below] == [(topic, [(0, 53)])]
+    r = ask("AddPartitionsToTxn", 5, transactions=[AP.AddPartitionsToTxnTransaction(
+        transactional_id=txn, producer_id=1, producer_epoch=0, verify_only=True,
+        topics=[AP.AddPartitionsToTxnTopic(name=topic, partitions=[0])])])
+    assert (r.error_code, r.results_by_transaction) == (31, [])
+    TO = API["TxnOffsetCommit"].Request.TxnOffsetCommitRequestTopic
+    r = ask("TxnOffsetCommit", 3, transactional_id=txn, group_id=group, producer_id=1, producer_epoch=0,
+            generation_id=-1, member_id="", group_instance_id=None, topics=[TO(name=topic, partitions=[
+                TO.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=1, committed_leader_epoch=-1,
+                                                   committed_metadata="")])])
+    assert [[p.error_code for p in t.partitions] for t in r.topics] == [[53]]
+    WM = API["WriteTxnMarkers"].Request.WritableTxnMarker
+    r = ask("WriteTxnMarkers", 1, markers=[WM(producer_id=1, producer_epoch=0, transaction_result=True,
+                                              coordinator_epoch=0,
+                                              topics=[WM.WritableTxnMarkerTopic(name=topic, partition_indexes=[0])])])
+    assert [[p.error_code for t in m.topics for p in t.partitions] for m in r.markers] == [[31]]
+    LT = API["ListOffsets"].Request.ListOffsetsTopic
+    r = ask("ListOffsets", 7, replica_id=-1, isolation_level=0, topics=[LT(name=topic, partitions=[
+        LT.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-1)])])
+    assert [(p.error_code, p.offset) for t in r.topics for p in t.partitions] == [(29, -1)]
+    FT = API["Fetch"].Request.FetchTopic
+    r = ask("Fetch", 12, replica_id=-1, max_wait_ms=10, min_bytes=1, max_bytes=1000, isolation_level=0, session_id=0,
+            session_epoch=-1, forgotten_topics_data=[], rack_id="", topics=[FT(topic=topic, partitions=[
+                FT.FetchPartition(partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                                  log_start_offset=-1, partition_max_bytes=1000)])])
+    assert [(p.error_code, p.high_watermark) for t in r.responses for p in t.partitions] == [(29, -1)]
+    r = ask("OffsetFetch", 7, group_id=group, topics=None, require_stable=False)
+    assert (r.error_code, r.topics) == (30, [])
+    OF = API["OffsetFetch"].Request.OffsetFetchRequestTopic
+    r = ask("OffsetFetch", 1, group_id=group, topics=[OF(name=topic, partition_indexes=[0])])
+    assert [(p.error_code, p.committed_offset) for t in r.topics for p in t.partitions] == [(30, -1)]
+    OC = API["OffsetCommit"].Request.OffsetCommitRequestTopic
+    r = ask("OffsetCommit", 8, group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+            topics=[OC(name=topic, partitions=[OC.OffsetCommitRequestPartition(
+                partition_index=0, committed_offset=1, committed_leader_epoch=-1, committed_metadata="")])])
+    assert [[p.error_code for p in t.partitions] for t in r.topics] == [[30]]
+    assert ask("Heartbeat", 4, group_id=group, generation_id=1, member_id="m", group_instance_id=None).error_code == 30
+    JG = API["JoinGroup"].Request.JoinGroupRequestProtocol
+    for v, protocol_name in ((5, ""), (9, None)):
+        r = ask("JoinGroup", v, group_id=group, session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="",
+                group_instance_id=None, protocol_type="consumer", protocols=[JG(name="range", metadata=b"")],
+                **({"reason": None} if v >= 8 else {}))
+        assert (r.error_code, r.generation_id, r.protocol_name, r.member_id, r.leader) == (30, -1, protocol_name, "", "")
+    r = ask("SyncGroup", 5, group_id=group, generation_id=1, member_id="m", group_instance_id=None,
+            protocol_type="consumer", protocol_name="range", assignments=[])
+    assert (r.error_code, r.protocol_type, r.protocol_name, r.assignment) == (30, None, None, b"")
+    LG = API["LeaveGroup"].Request
+    r = ask("LeaveGroup", 5, group_id=group, members=[LG.MemberIdentity(member_id="m", group_instance_id=None,
+                                                                         reason=None)])
+    assert (r.error_code, r.members) == (30, [])
