@@ -26,6 +26,7 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
                                    AdminClient, ResourcePatternType, ResourceType)
 
 from broker_impl.codec import API  # noqa: E402
+from broker_impl.log.records import build_batch  # noqa: E402
 
 from .rawclient import RawConnection  # noqa: E402
 from .sasl_raw import login  # noqa: E402
@@ -312,6 +313,14 @@ def test_raw_refusals_of_the_transaction_and_group_apis(secured):
                                               coordinator_epoch=0,
                                               topics=[WM.WritableTxnMarkerTopic(name=topic, partition_indexes=[0])])])
     assert [[p.error_code for t in m.topics for p in t.partitions] for m in r.markers] == [[31]]
+    PR = API["Produce"].Request.TopicProduceData
+    for txn_id, transactional, error in ((txn, True, 53), (None, False, 29)):
+        batch = build_batch([(None, b"v", [], int(time.time() * 1000))], producer_id=1, producer_epoch=0,
+                            base_sequence=0, is_transactional=transactional, base_timestamp=int(time.time() * 1000))
+        r = ask("Produce", 9, transactional_id=txn_id, acks=-1, timeout_ms=5000, topic_data=[PR(
+            name=topic, partition_data=[PR.PartitionProduceData(index=0, records=batch)])])
+        assert [(p.index, p.error_code, p.base_offset) for t in r.responses for p in t.partition_responses] == [
+            (0, error, -1)], transactional
     LT = API["ListOffsets"].Request.ListOffsetsTopic
     r = ask("ListOffsets", 7, replica_id=-1, isolation_level=0, topics=[LT(name=topic, partitions=[
         LT.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-1)])])
