@@ -75,8 +75,9 @@ async def handle_create_acls(broker: Broker, ctx, req):
     C = R.AclCreationResult
     if any(0 in (c.resource_type, c.resource_pattern_type, c.operation, c.permission_type) for c in req.creations):
         raise ProtocolError("Contain UNKNOWN elements")
-    bindings = [AclBinding(enum_of(ResourceType, c.resource_type), c.resource_name, enum_of(PatternType, c.resource_pattern_type),
-                           c.principal, c.host, enum_of(Op, c.operation), enum_of(AclPermissionType, c.permission_type))
+    bindings = [AclBinding(enum_of(ResourceType, c.resource_type), c.resource_name,
+                           enum_of(PatternType, c.resource_pattern_type), c.principal, c.host,
+                           enum_of(Op, c.operation), enum_of(AclPermissionType, c.permission_type))
                 for c in req.creations]
 
     def every(err, msg):

@@ -33,7 +33,8 @@ from .sasl_raw import login  # noqa: E402
 
 USERS = "admin:admin-secret,alice:alice-secret,bob:bob-secret"
 SECURED = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-           "kconform.sasl.users": USERS, "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+           "kconform.sasl.users": USERS,
+           "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
            "super.users": "User:admin"}
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
@@ -136,6 +137,10 @@ def test_consumer_needs_read_on_the_group(secured):
     assert got == [] and [e.code() for e in errors] == [E.GROUP_AUTHORIZATION_FAILED]
     _grant(admin, _acl(ResourceType.GROUP, group, "bob", AclOperation.READ))
     assert consume() == ([b"v0", b"v1", b"v2"], [], [(topic, 3, None)])
+    # ListGroups: without DESCRIBE on the cluster, the groups one may DESCRIBE (READ implies it)
+    for user, listed in (("bob", True), ("alice", False)):
+        r = _ask(b.bootstrap, user, "ListGroups", 4, states_filter=[])
+        assert (r.error_code, group in [g.group_id for g in r.groups]) == (0, listed), user
 
 
 def test_create_describe_delete_acls_through_the_admin_client(secured):
@@ -225,8 +230,8 @@ def test_raw_errors_of_the_acl_apis(broker_factory):
     assert create(_creation(resource_type=4, resource_name="other", operation=7)) == [
         (42, "The only valid name for the CLUSTER resource is kafka-cluster")]
     assert create(_creation(resource_name="")) == [(42, "Invalid empty resource name")]
-    assert create(_creation(principal="alice")) == [(42, "Could not parse principal from `alice` (no colon is "
-                                                         "present separating the principal type from the principal name)")]
+    assert create(_creation(principal="alice")) == [(42, "Could not parse principal from `alice` (no colon is present "
+                                                         "separating the principal type from the principal name)")]
     assert create(_creation(resource_type=99)) == [(42, "Invalid resourceType UNKNOWN")]
     assert create(_creation(resource_pattern_type=99)) == [(42, "Invalid patternType UNKNOWN")]
     assert create(_creation(operation=99)) == [(42, "Invalid operation UNKNOWN")]
@@ -347,10 +352,19 @@ def test_raw_refusals_of_the_transaction_and_group_apis(secured):
         r = ask("JoinGroup", v, group_id=group, session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="",
                 group_instance_id=None, protocol_type="consumer", protocols=[JG(name="range", metadata=b"")],
                 **({"reason": None} if v >= 8 else {}))
-        assert (r.error_code, r.generation_id, r.protocol_name, r.member_id, r.leader) == (30, -1, protocol_name, "", "")
+        assert (r.error_code, r.generation_id, r.protocol_name, r.member_id, r.leader) == (
+            30, -1, protocol_name, "", "")
     r = ask("SyncGroup", 5, group_id=group, generation_id=1, member_id="m", group_instance_id=None,
             protocol_type="consumer", protocol_name="range", assignments=[])
     assert (r.error_code, r.protocol_type, r.protocol_name, r.assignment) == (30, None, None, b"")
+    for v in (0, 5):
+        r = ask("DescribeGroups", v, groups=[group, f"{group}-2"], include_authorized_operations=True)
+        assert [(g.error_code, g.group_id, g.group_state, g.authorized_operations) for g in r.groups] == [
+            (30, group, "", -2**31), (30, f"{group}-2", "", -2**31)]
+    r = ask("DescribeGroups", 5, user="admin", groups=[group], include_authorized_operations=True)
+    assert [(g.error_code, g.group_state, g.authorized_operations) for g in r.groups] == [(0, "Dead", 3400)]
+    r = ask("DeleteGroups", 2, groups_names=[group, group])
+    assert [(x.group_id, x.error_code) for x in r.results] == [(group, 30)]
     LG = API["LeaveGroup"].Request
     r = ask("LeaveGroup", 5, group_id=group, members=[LG.MemberIdentity(member_id="m", group_instance_id=None,
                                                                          reason=None)])
