@@ -265,7 +265,16 @@ async def handle_txn_offset_commit(broker: Broker, ctx, req):
 async def handle_describe_transactions(broker: Broker, ctx, req):
     R = ctx.api.Response
     T = R.TransactionState
-    states = [broker.txn_coordinator.describe(tid, T) for tid in req.transactional_ids]
+    # KafkaApis: DESCRIBE on each transactional id; of the others' partitions only the topics
+    # one may DESCRIBE are listed
+    states = []
+    for tid in req.transactional_ids:
+        if not allowed(broker, ctx, Op.DESCRIBE, Res.TRANSACTIONAL_ID, tid):
+            states.append(T(error_code=Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, transactional_id=tid))
+            continue
+        state = broker.txn_coordinator.describe(tid, T)
+        state.topics = [t for t in state.topics if allowed(broker, ctx, Op.DESCRIBE, Res.TOPIC, t.topic)]
+        states.append(state)
     return R(throttle_time_ms=0, transaction_states=states)
 
 
@@ -284,8 +293,10 @@ async def handle_list_transactions(broker: Broker, ctx, req):
     err, unknown, rows = broker.txn_coordinator.list_transactions(set(req.producer_id_filters or ()),
                                                                   list(req.state_filters or ()), duration, pattern)
     TS = R.TransactionState
+    # KafkaApis: only the transactional ids one may DESCRIBE
     return R(throttle_time_ms=0, error_code=err, unknown_state_filters=unknown,
-             transaction_states=[TS(transactional_id=t, producer_id=p, transaction_state=s) for t, p, s in rows])
+             transaction_states=[TS(transactional_id=t, producer_id=p, transaction_state=s) for t, p, s in rows
+                                 if allowed(broker, ctx, Op.DESCRIBE, Res.TRANSACTIONAL_ID, t)])
 
 
 # ---------------------------------------------------------------- DescribeProducers
@@ -300,6 +311,12 @@ async def handle_describe_producers(broker: Broker, ctx, req):
         parts = []
         for p in t.partition_indexes:
             part = broker.topics.partition(t.name, p)
+            if broker.authorizer is not None and _valid_topic_name(t.name) and \
+                    not allowed(broker, ctx, Op.READ, Res.TOPIC, t.name):
+                # KafkaApis: READ on the topic, after the name's validity
+                parts.append(PResp(partition_index=p, error_code=Errors.TOPIC_AUTHORIZATION_FAILED,
+                                   error_message="Topic authorization failed.", active_producers=[]))
+                continue
             if part is None:
                 try:  # a name that cannot be a topic's is INVALID_TOPIC_EXCEPTION, as in Kafka
                     validate_topic_name(t.name)
@@ -317,3 +334,11 @@ async def handle_describe_producers(broker: Broker, ctx, req):
                                active_producers=producers))
         topics.append(TResp(name=t.name, partitions=parts))
     return R(throttle_time_ms=0, topics=topics)
+
+
+def _valid_topic_name(name: str) -> bool:
+    try:
+        validate_topic_name(name)
+    except KafkaError:
+        return False
+    return True

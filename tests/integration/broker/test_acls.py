@@ -89,6 +89,10 @@ def test_transactional_id_without_write_is_refused_at_init_transactions(secured)
     p.produce(topic, value=b"in-txn")
     assert p.flush(20) == 0
     p.commit_transaction(20)
+    # ListTransactions lists the transactional ids one may DESCRIBE (WRITE implies it)
+    for user, listed in (("alice", True), ("bob", False)):
+        r = _ask(b.bootstrap, user, "ListTransactions", 1, state_filters=[], producer_id_filters=[], duration_filter=-1)
+        assert (r.error_code, txn in [x.transactional_id for x in r.transaction_states]) == (0, listed), user
 
 
 def test_topic_without_write_fails_the_produce(secured):
@@ -365,6 +369,16 @@ def test_raw_refusals_of_the_transaction_and_group_apis(secured):
     assert [(g.error_code, g.group_state, g.authorized_operations) for g in r.groups] == [(0, "Dead", 3400)]
     r = ask("DeleteGroups", 2, groups_names=[group, group])
     assert [(x.group_id, x.error_code) for x in r.results] == [(group, 30)]
+    DP = API["DescribeProducers"].Request.TopicRequest
+    r = ask("DescribeProducers", 0, topics=[DP(name=topic, partition_indexes=[0]),
+                                            DP(name=f"{topic}-new", partition_indexes=[0])])
+    assert [(t.name, [(p.error_code, p.error_message) for p in t.partitions]) for t in r.topics] == [
+        (topic, [(29, "Topic authorization failed.")]), (f"{topic}-new", [(29, "Topic authorization failed.")])]
+    r = ask("DescribeTransactions", 0, transactional_ids=[txn])
+    assert [(x.error_code, x.transactional_id, x.transaction_state, x.producer_id, x.topics)
+            for x in r.transaction_states] == [(53, txn, "", 0, [])]
+    r = ask("ListTransactions", 1, user="bob", state_filters=[], producer_id_filters=[], duration_filter=-1)
+    assert (r.error_code, r.transaction_states) == (0, [])        # bob may DESCRIBE no transactional id
     LG = API["LeaveGroup"].Request
     r = ask("LeaveGroup", 5, group_id=group, members=[LG.MemberIdentity(member_id="m", group_instance_id=None,
                                                                          reason=None)])
