@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from . import handles
 from ..cluster.topics import validate_topic_name
 from ..protocol.errors import Errors, KafkaError
+from ..server.authorizer import AclOperation as Op, ResourceType as ResType, allowed, allowed_cluster
 
 if TYPE_CHECKING:
     from ..server.broker import Broker
@@ -87,7 +88,12 @@ async def handle_describe_configs(broker: Broker, ctx, req):
     for res in req.resources:
         entries: list[tuple[str, str, int, int]] = []
         err, msg = Errors.NONE, None
-        if res.resource_type == TOPIC:
+        if res.resource_type == TOPIC and not allowed(broker, ctx, Op.DESCRIBE_CONFIGS, ResType.TOPIC,
+                                                      res.resource_name):
+            err, msg = Errors.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."   # KafkaApis
+        elif res.resource_type == BROKER and not allowed_cluster(broker, ctx, Op.DESCRIBE_CONFIGS):
+            err, msg = Errors.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+        elif res.resource_type == TOPIC:
             topic = broker.topics.get(res.resource_name)
             if topic is None:
                 try:  # a name that cannot be a topic's is INVALID_TOPIC_EXCEPTION, as in Kafka

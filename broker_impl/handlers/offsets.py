@@ -194,10 +194,14 @@ async def handle_offset_delete(broker: Broker, ctx, req):
     R = ctx.api.Response
     T = R.OffsetDeleteResponseTopic
     P = T.OffsetDeleteResponsePartition
+    # KafkaApis: DELETE on the group, then READ on each topic
+    if not allowed(broker, ctx, Op.DELETE, Res.GROUP, req.group_id):
+        return R(error_code=Errors.GROUP_AUTHORIZATION_FAILED, throttle_time_ms=0, topics=[])
+    readable = {td.name for td in req.topics or () if allowed(broker, ctx, Op.READ, Res.TOPIC, td.name)}
     wanted = []
     for td in req.topics or ():
         wanted.extend((td.name, pd.partition_index) for pd in td.partitions or ()
-                      if broker.topics.partition(td.name, pd.partition_index) is not None)
+                      if td.name in readable and broker.topics.partition(td.name, pd.partition_index) is not None)
     gc = broker.group_coordinator
     err = gc.coordinator_error(req.group_id) or Errors.NONE
     results = {}
@@ -211,7 +215,8 @@ async def handle_offset_delete(broker: Broker, ctx, req):
     for td in req.topics or ():
         topics.append(T(name=td.name, partitions=[
             P(partition_index=pd.partition_index,
-              error_code=results.get((td.name, pd.partition_index), Errors.NONE)
+              error_code=Errors.TOPIC_AUTHORIZATION_FAILED if td.name not in readable
+              else results.get((td.name, pd.partition_index), Errors.NONE)
               if broker.topics.partition(td.name, pd.partition_index) is not None
               else Errors.UNKNOWN_TOPIC_OR_PARTITION)
             for pd in td.partitions or ()]))

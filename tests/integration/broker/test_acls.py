@@ -379,6 +379,29 @@ def test_raw_refusals_of_the_transaction_and_group_apis(secured):
             for x in r.transaction_states] == [(53, txn, "", 0, [])]
     r = ask("ListTransactions", 1, user="bob", state_filters=[], producer_id_filters=[], duration_filter=-1)
     assert (r.error_code, r.transaction_states) == (0, [])        # bob may DESCRIBE no transactional id
+    # CreateTopics / DeleteTopics: answered in another order by Kafka (its hash sets), hence sorted
+    CT = API["CreateTopics"].Request.CreatableTopic
+    r = ask("CreateTopics", 7, timeout_ms=5000, validate_only=False, topics=[
+        CT(name=n, num_partitions=1, replication_factor=1, assignments=[], configs=[]) for n in (f"{topic}-new", topic)])
+    assert sorted((t.name, t.error_code, t.error_message, t.topic_config_error_code, t.num_partitions,
+                   t.replication_factor, t.configs) for t in r.topics) == [
+        (n, 29, "Authorization failed.", 0, -1, -1, []) for n in sorted((topic, f"{topic}-new"))]
+    DT = API["DeleteTopics"].Request.DeleteTopicState
+    r = ask("DeleteTopics", 6, timeout_ms=5000, topics=[DT(name=n, topic_id=bytes(16)) for n in (topic, f"{topic}-new")])
+    assert sorted((t.name, t.error_code, t.error_message) for t in r.responses) == [
+        (n, 29, "Topic authorization failed.") for n in sorted((topic, f"{topic}-new"))]
+    r = ask("DeleteTopics", 3, timeout_ms=5000, topic_names=[topic])
+    assert [(t.name, t.error_code) for t in r.responses] == [(topic, 29)]
+    OD = API["OffsetDelete"].Request.OffsetDeleteRequestTopic
+    r = ask("OffsetDelete", 0, group_id=group, topics=[OD(name=topic, partitions=[
+        OD.OffsetDeleteRequestPartition(partition_index=0)])])
+    assert (r.error_code, r.topics) == (30, [])
+    DC = API["DescribeConfigs"].Request.DescribeConfigsResource
+    r = ask("DescribeConfigs", 4, include_synonyms=False, include_documentation=False, resources=[
+        DC(resource_type=2, resource_name=topic, configuration_keys=None),
+        DC(resource_type=4, resource_name="1", configuration_keys=None)])
+    assert [(x.error_code, x.error_message, x.configs) for x in r.results] == [
+        (29, "Topic authorization failed.", []), (31, "Cluster authorization failed.", [])]
     LG = API["LeaveGroup"].Request
     r = ask("LeaveGroup", 5, group_id=group, members=[LG.MemberIdentity(member_id="m", group_instance_id=None,
                                                                          reason=None)])
