@@ -381,15 +381,16 @@ def test_raw_refusals_of_the_transaction_and_group_apis(secured):
     assert (r.error_code, r.transaction_states) == (0, [])        # bob may DESCRIBE no transactional id
     # CreateTopics / DeleteTopics: answered in another order by Kafka (its hash sets), hence sorted
     CT = API["CreateTopics"].Request.CreatableTopic
+    names = (f"{topic}-new", topic)
     r = ask("CreateTopics", 7, timeout_ms=5000, validate_only=False, topics=[
-        CT(name=n, num_partitions=1, replication_factor=1, assignments=[], configs=[]) for n in (f"{topic}-new", topic)])
+        CT(name=n, num_partitions=1, replication_factor=1, assignments=[], configs=[]) for n in names])
     assert sorted((t.name, t.error_code, t.error_message, t.topic_config_error_code, t.num_partitions,
                    t.replication_factor, t.configs) for t in r.topics) == [
-        (n, 29, "Authorization failed.", 0, -1, -1, []) for n in sorted((topic, f"{topic}-new"))]
+        (n, 29, "Authorization failed.", 0, -1, -1, []) for n in sorted(names)]
     DT = API["DeleteTopics"].Request.DeleteTopicState
-    r = ask("DeleteTopics", 6, timeout_ms=5000, topics=[DT(name=n, topic_id=bytes(16)) for n in (topic, f"{topic}-new")])
+    r = ask("DeleteTopics", 6, timeout_ms=5000, topics=[DT(name=n, topic_id=bytes(16)) for n in names])
     assert sorted((t.name, t.error_code, t.error_message) for t in r.responses) == [
-        (n, 29, "Topic authorization failed.") for n in sorted((topic, f"{topic}-new"))]
+        (n, 29, "Topic authorization failed.") for n in sorted(names)]
     r = ask("DeleteTopics", 3, timeout_ms=5000, topic_names=[topic])
     assert [(t.name, t.error_code) for t in r.responses] == [(topic, 29)]
     OD = API["OffsetDelete"].Request.OffsetDeleteRequestTopic
@@ -402,6 +403,11 @@ def test_raw_refusals_of_the_transaction_and_group_apis(secured):
         DC(resource_type=4, resource_name="1", configuration_keys=None)])
     assert [(x.error_code, x.error_message, x.configs) for x in r.results] == [
         (29, "Topic authorization failed.", []), (31, "Cluster authorization failed.", [])]
+    OE = API["OffsetForLeaderEpoch"].Request.OffsetForLeaderTopic
+    r = ask("OffsetForLeaderEpoch", 4, replica_id=-1, topics=[OE(topic=topic, partitions=[OE.OffsetForLeaderPartition(
+        partition=0, current_leader_epoch=-1, leader_epoch=0)])])
+    assert [(t.topic, [(p.error_code, p.leader_epoch, p.end_offset) for p in t.partitions]) for t in r.topics] == [
+        (topic, [(29, -1, -1)])]
     LG = API["LeaveGroup"].Request
     r = ask("LeaveGroup", 5, group_id=group, members=[LG.MemberIdentity(member_id="m", group_instance_id=None,
                                                                          reason=None)])
