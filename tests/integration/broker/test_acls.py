@@ -211,6 +211,18 @@ def _results(r):
     return None if r is None else [(x.error_code, x.error_message) for x in r.results]
 
 
+def test_password_configs_are_described_without_their_value(secured):
+    """DescribeConfigs of a broker (a super user may) never carries a PASSWORD config's value."""
+    b, _ = secured
+    keys = ["ssl.keystore.password", "ssl.key.password", "ssl.truststore.password", "ssl.keystore.key",
+            "ssl.keystore.certificate.chain", "ssl.truststore.certificates", "sasl.enabled.mechanisms"]
+    r = _ask(b.bootstrap, "admin", "DescribeConfigs", 4, include_synonyms=False, include_documentation=False,
+             resources=[API["DescribeConfigs"].Request.DescribeConfigsResource(resource_type=4, resource_name="1",
+                                                                              configuration_keys=keys)])
+    assert sorted((c.name, c.value, c.is_sensitive) for c in r.results[0].configs) == sorted(
+        [(k, None, True) for k in keys[:-1]] + [("sasl.enabled.mechanisms", "SCRAM-SHA-512", False)])
+
+
 def test_raw_errors_of_the_acl_apis(broker_factory):
     """Kafka 4.3.1's answers to bindings and filters it refuses (measured, handlers/acls)."""
     if not KAFKA:
