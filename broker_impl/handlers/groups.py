@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 from . import handles
 from ..coordinators.group_metadata_manager import DescribedGroup
 from ..protocol.errors import Errors
-from ..server.authorizer import AclOperation as Op, ResourceType as Res, allowed, allowed_cluster
+from ..server.authorizer import (GROUP_OPERATIONS, AclOperation as Op, ResourceType as Res, allowed, allowed_cluster,
+                                 authorized_operations)
 from .metadata import NO_AUTHORIZED_OPS
 
 if TYPE_CHECKING:
@@ -142,17 +143,9 @@ async def handle_describe_groups(broker: Broker, ctx, req):
                      members=[M(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
                                 client_host=m.client_host, member_metadata=m.metadata,
                                 member_assignment=m.assignment) for m in d.members],
-                     authorized_operations=_group_operations(broker, ctx, d.group_id)
+                     authorized_operations=authorized_operations(broker, ctx, Res.GROUP, d.group_id, GROUP_OPERATIONS)
                      if req.include_authorized_operations and d.error == Errors.NONE else NO_AUTHORIZED_OPS))
     return R(throttle_time_ms=0, groups=out)
-
-
-def _group_operations(broker: Broker, ctx, group_id: str) -> int:
-    """AuthHelper.authorizedOperations: the bits of the operations a group supports that the
-    principal may do (all of them without an authorizer). Kafka 4.3.1's groups support READ,
-    DELETE, DESCRIBE, DESCRIBE_CONFIGS and ALTER_CONFIGS (a super user's 3400, measured)."""
-    return sum(1 << op for op in (Op.READ, Op.DELETE, Op.DESCRIBE, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS)
-               if allowed(broker, ctx, op, Res.GROUP, group_id))
 
 
 @handles("ListGroups")

@@ -19,7 +19,8 @@ from ..cluster.topics import validate_topic_name
 from ..coordinators.group_store import OFFSETS_TOPIC
 from ..coordinators.transaction_log import TRANSACTION_STATE_TOPIC
 from ..protocol.errors import Errors, KafkaError
-from ..server.authorizer import AclOperation as Op, ResourceType as Res, allowed, allowed_cluster
+from ..server.authorizer import (CLUSTER_NAME, CLUSTER_OPERATIONS, TOPIC_OPERATIONS, AclOperation as Op,
+                                 ResourceType as Res, allowed, allowed_cluster, authorized_operations)
 
 if TYPE_CHECKING:
     from ..server.broker import Broker
@@ -71,6 +72,12 @@ async def handle_metadata(broker: Broker, ctx, req):
                 name = t.name
             wanted.append((name, rt))
     wanted, refused = _authorized(broker, ctx, R, wanted, all_topics, auto_create)
+
+    def topic_ops(name: str) -> int:
+        if ctx.version < 8 or not req.include_topic_authorized_operations:
+            return NO_AUTHORIZED_OPS
+        return authorized_operations(broker, ctx, Res.TOPIC, name, TOPIC_OPERATIONS)
+
     for name, _ in wanted:
         topic = broker.topics.get(name)
         error = Errors.NONE
@@ -90,7 +97,7 @@ async def handle_metadata(broker: Broker, ctx, req):
                      topic_id=topic.topic_id if topic is not None else ZERO_UUID,
                      is_internal=bool(topic and topic.internal),
                      partitions=topic_metadata(R, broker, topic, error),
-                     topic_authorized_operations=NO_AUTHORIZED_OPS))
+                     topic_authorized_operations=topic_ops(name)))
     out += refused
     rm = broker.replica_manager
     return R(
@@ -99,7 +106,7 @@ async def handle_metadata(broker: Broker, ctx, req):
         cluster_id=broker.cluster_id,
         controller_id=rm.controller_id(),
         topics=out,
-        cluster_authorized_operations=NO_AUTHORIZED_OPS,
+        cluster_authorized_operations=_cluster_ops(broker, ctx, req),
         error_code=0,
     )
 
@@ -128,3 +135,12 @@ def _authorized(broker: Broker, ctx, R, wanted, all_topics: bool, auto_create: b
         else:
             kept.append((name, rt))
     return kept, no_create + no_describe
+
+
+def _cluster_ops(broker: Broker, ctx, req) -> int:
+    """v8-10, when asked: the cluster's operations one may do, 0 without DESCRIBE on it."""
+    if not 8 <= ctx.version <= 10 or not req.include_cluster_authorized_operations:
+        return NO_AUTHORIZED_OPS
+    if not allowed_cluster(broker, ctx, Op.DESCRIBE):
+        return 0
+    return authorized_operations(broker, ctx, Res.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)

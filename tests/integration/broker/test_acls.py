@@ -211,6 +211,33 @@ def _results(r):
     return None if r is None else [(x.error_code, x.error_message) for x in r.results]
 
 
+def test_authorized_operations_in_metadata_and_describe_groups(secured):
+    """Metadata's topic (v8+) and cluster (v8-10) authorized operations when asked: a super user's
+    are every supported operation, alice's (READ on the topic) READ and DESCRIBE, and 0 for the
+    cluster she may not DESCRIBE; a topic refused carries none."""
+    b, admin = secured
+    s = uuid.uuid4().hex[:8]
+    topic = f"t-{s}"
+    MT = API["Metadata"].Request.MetadataRequestTopic
+    assert _ask(b.bootstrap, "admin", "Metadata", 12, topics=[MT(name=topic, topic_id=bytes(16))],
+                allow_auto_topic_creation=True, include_topic_authorized_operations=False) is not None
+    _grant(admin, _acl(ResourceType.TOPIC, topic, "alice", AclOperation.READ))
+    read_describe, everything = (1 << 3) | (1 << 8), 3576
+    for user, cluster, ops, other in (("admin", 8096, everything, (3, everything)),
+                                      ("alice", 0, read_describe, (29, -2**31))):
+        for v in (8, 10, 12):
+            kw = {"include_cluster_authorized_operations": True} if v <= 10 else {}
+            r = _ask(b.bootstrap, user, "Metadata", v, allow_auto_topic_creation=False,
+                     include_topic_authorized_operations=True, **kw,
+                     topics=[MT(name=n, topic_id=bytes(16)) for n in (topic, f"{topic}-none")])
+            assert (r.cluster_authorized_operations if v <= 10 else cluster,
+                    [(t.error_code, t.topic_authorized_operations) for t in r.topics]) == (
+                cluster, [(0, ops), other]), (user, v)
+        r = _ask(b.bootstrap, user, "Metadata", 12, allow_auto_topic_creation=False,
+                 include_topic_authorized_operations=False, topics=[MT(name=topic, topic_id=bytes(16))])
+        assert [t.topic_authorized_operations for t in r.topics] == [-2**31]
+
+
 def test_password_configs_are_described_without_their_value(secured):
     """DescribeConfigs of a broker (a super user may) never carries a PASSWORD config's value."""
     b, _ = secured
