@@ -286,8 +286,8 @@ class StandardAuthorizer:
 
 
 def client_host(ctx) -> str:
-    """The client's address, as ACL hosts name it (the peer without its port)."""
-    return ctx.peer.rpartition(":")[0] or ctx.peer
+    """The client's address, as ACL hosts name it (the peer without its port; IPv6 unbracketed)."""
+    return (ctx.peer.rpartition(":")[0] or ctx.peer).strip("[]")
 
 
 def allowed(broker, ctx, op: AclOperation, rtype: ResourceType, name: str) -> bool:

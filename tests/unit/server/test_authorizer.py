@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from broker_impl.config import BrokerConfig, ConfigError
 from broker_impl.server.authorizer import (BROKER_PRINCIPAL, STANDARD_AUTHORIZER, AclBinding, AclBindingFilter,
                                            AclOperation as Op, AclPermissionType as Perm, PatternType as Pat,
-                                           ResourceType as Res, StandardAuthorizer)
+                                           ResourceType as Res, StandardAuthorizer, client_host)
 
 ALICE, BOB = "User:alice", "User:bob"
 HOST = "127.0.0.1"
@@ -92,6 +94,11 @@ def test_principal_and_host():
     assert a.authorize(BOB, HOST, Op.READ, Res.TOPIC, "t")
     assert not a.authorize(ALICE, HOST, Op.READ, Res.TOPIC, "u")
     assert a.authorize(ALICE, "10.0.0.1", Op.READ, Res.TOPIC, "u")
+
+
+def test_client_host_is_the_peer_without_its_port():
+    assert client_host(SimpleNamespace(peer="127.0.0.1:53122")) == "127.0.0.1"
+    assert client_host(SimpleNamespace(peer="[::1]:53122")) == "::1"
 
 
 def test_authorize_by_resource_type():
