@@ -254,6 +254,20 @@ def _ask(bootstrap: str, user: str, api: str, version: int, **body):
             return None
 
 
+def _create_topic(bootstrap: str, topic: str, limit_s: float = 15) -> None:
+    """Auto-created by the super user's Metadata, then waited for until it answers with its
+    partitions (Kafka's metadata cache follows its controller)."""
+    MT = API["Metadata"].Request.MetadataRequestTopic
+    deadline = time.monotonic() + limit_s
+    while True:
+        r = _ask(bootstrap, "admin", "Metadata", 12, topics=[MT(name=topic, topic_id=bytes(16))],
+                 allow_auto_topic_creation=True, include_topic_authorized_operations=False)
+        if [(t.error_code, len(t.partitions)) for t in r.topics] == [(0, 1)]:
+            return
+        assert time.monotonic() < deadline, r
+        time.sleep(0.2)
+
+
 def _creation(**kw):
     d = dict(resource_type=2, resource_name="t", resource_pattern_type=3, principal="User:a", host="*", operation=3,
              permission_type=3)
@@ -272,8 +286,7 @@ def test_authorized_operations_in_metadata_and_describe_groups(secured):
     s = uuid.uuid4().hex[:8]
     topic = f"t-{s}"
     MT = API["Metadata"].Request.MetadataRequestTopic
-    assert _ask(b.bootstrap, "admin", "Metadata", 12, topics=[MT(name=topic, topic_id=bytes(16))],
-                allow_auto_topic_creation=True, include_topic_authorized_operations=False) is not None
+    _create_topic(b.bootstrap, topic)
     _grant(admin, _acl(ResourceType.TOPIC, topic, "alice", AclOperation.READ))
     read_describe, everything = (1 << 3) | (1 << 8), 3576
     for user, cluster, ops, other in (("admin", 8096, everything, (3, everything)),
@@ -359,9 +372,7 @@ def test_raw_refusals_of_the_transaction_and_group_apis(secured):
     s = uuid.uuid4().hex[:8]
     topic, txn, group = f"t-{s}", f"tx-{s}", f"g-{s}"
     MT = API["Metadata"].Request.MetadataRequestTopic
-    assert _ask(b.bootstrap, "admin", "Metadata", 12, topics=[MT(name=topic, topic_id=bytes(16))],
-                allow_auto_topic_creation=True, include_topic_authorized_operations=False) is not None
-    time.sleep(0.5)
+    _create_topic(b.bootstrap, topic)
 
     def ask(api, version, user="alice", **body):
         return _ask(b.bootstrap, user, api, version, **body)
