@@ -1,5 +1,5 @@
 """DescribeAcls (29), CreateAcls (30), DeleteAcls (31), as Kafka's AclApis answers them (the
-ACLs and their rules: server/authorizer).
+ACLs and their rules: cluster/authorizer).
 
 Measured on Kafka 4.3.1 (docs/security.md, "ACLs"):
 
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from . import handles
 from ..protocol.codegen import ProtocolError
 from ..protocol.errors import Errors
-from ..server.authorizer import (AclBinding, AclBindingFilter, AclOperation as Op, AclPermissionType, PatternType,
+from ..cluster.authorizer import (AclBinding, AclBindingFilter, AclOperation as Op, AclPermissionType, PatternType,
                                  ResourceType, enum_of, allowed_cluster)
 
 if TYPE_CHECKING:

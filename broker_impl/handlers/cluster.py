@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from . import handles
 from ..protocol.errors import Errors
-from ..server.authorizer import AclOperation as Op, ResourceType as Res, allowed, allowed_cluster
+from ..cluster.authorizer import AclOperation as Op, ResourceType as Res, allowed, allowed_cluster
 from .metadata import NO_AUTHORIZED_OPS
 
 if TYPE_CHECKING:

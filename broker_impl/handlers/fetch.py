@@ -37,7 +37,7 @@ import trio
 from . import handles
 from ..log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from ..protocol.errors import Errors, KafkaError
-from ..server.authorizer import AclOperation as Op, ResourceType as Res, allowed, allowed_cluster
+from ..cluster.authorizer import AclOperation as Op, ResourceType as Res, allowed, allowed_cluster
 
 if TYPE_CHECKING:
     from ..server.broker import Broker

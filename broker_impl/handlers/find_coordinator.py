@@ -19,7 +19,7 @@ from . import handles
 from ..coordinators.group_store import OFFSETS_TOPIC
 from ..coordinators.transaction_log import TRANSACTION_STATE_TOPIC
 from ..protocol.errors import Errors
-from ..server.authorizer import AclOperation as Op, ResourceType as Res, allowed
+from ..cluster.authorizer import AclOperation as Op, ResourceType as Res, allowed
 
 if TYPE_CHECKING:
     from ..server.broker import Broker

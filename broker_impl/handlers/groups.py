@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from . import handles
 from ..coordinators.group_metadata_manager import DescribedGroup
 from ..protocol.errors import Errors
-from ..server.authorizer import (GROUP_OPERATIONS, AclOperation as Op, ResourceType as Res, allowed, allowed_cluster,
+from ..cluster.authorizer import (GROUP_OPERATIONS, AclOperation as Op, ResourceType as Res, allowed, allowed_cluster,
                                  authorized_operations)
 from .metadata import NO_AUTHORIZED_OPS
 

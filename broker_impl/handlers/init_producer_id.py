@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from . import handles
 from ..protocol.errors import Errors, KafkaError
-from ..server.authorizer import (AclOperation as Op, ResourceType as Res, allowed, allowed_by_resource_type,
+from ..cluster.authorizer import (AclOperation as Op, ResourceType as Res, allowed, allowed_by_resource_type,
                                  allowed_cluster)
 
 if TYPE_CHECKING:

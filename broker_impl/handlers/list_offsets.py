@@ -21,7 +21,7 @@ from . import handles
 from ..log import EARLIEST_TIMESTAMP as EARLIEST
 from ..log import LATEST_TIMESTAMP as LATEST
 from ..protocol.errors import Errors, KafkaError
-from ..server.authorizer import AclOperation as Op, ResourceType as Res, allowed
+from ..cluster.authorizer import AclOperation as Op, ResourceType as Res, allowed
 
 if TYPE_CHECKING:
     from ..server.broker import Broker

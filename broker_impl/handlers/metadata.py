@@ -19,7 +19,7 @@ from ..cluster.topics import validate_topic_name
 from ..coordinators.group_store import OFFSETS_TOPIC
 from ..coordinators.transaction_log import TRANSACTION_STATE_TOPIC
 from ..protocol.errors import Errors, KafkaError
-from ..server.authorizer import (CLUSTER_NAME, CLUSTER_OPERATIONS, TOPIC_OPERATIONS, AclOperation as Op,
+from ..cluster.authorizer import (CLUSTER_NAME, CLUSTER_OPERATIONS, TOPIC_OPERATIONS, AclOperation as Op,
                                  ResourceType as Res, allowed, allowed_cluster, authorized_operations)
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from . import handles
 from ..protocol.errors import Errors
-from ..server.authorizer import AclOperation as Op, ResourceType as Res, allowed
+from ..cluster.authorizer import AclOperation as Op, ResourceType as Res, allowed
 from .groups import group_denied
 from .metadata import ZERO_UUID
 

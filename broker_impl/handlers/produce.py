@@ -33,7 +33,7 @@ from ..log.producer_state import AppendOrigin
 from ..log.records import BatchHeader
 from ..protocol.codegen import ProtocolError
 from ..protocol.errors import Errors
-from ..server.authorizer import AclOperation as Op, ResourceType as Res, allowed
+from ..cluster.authorizer import AclOperation as Op, ResourceType as Res, allowed
 
 if TYPE_CHECKING:
     from ..server.broker import Broker

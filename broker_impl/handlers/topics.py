@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from . import handles
 from .configs import topic_configs
 from ..protocol.errors import Errors, KafkaError
-from ..server.authorizer import AclOperation as Op, ResourceType as Res, allowed, allowed_cluster
+from ..cluster.authorizer import AclOperation as Op, ResourceType as Res, allowed, allowed_cluster
 
 if TYPE_CHECKING:
     from ..server.broker import Broker

@@ -27,7 +27,7 @@ from ..coordinators.transaction_metadata import TV_0, TV_2
 from ..log import records as rec
 from ..log.producer_state import AppendOrigin
 from ..protocol.errors import Errors, KafkaError
-from ..server.authorizer import AclOperation as Op, ResourceType as Res, allowed, allowed_cluster
+from ..cluster.authorizer import AclOperation as Op, ResourceType as Res, allowed, allowed_cluster
 
 if TYPE_CHECKING:
     from ..server.broker import Broker

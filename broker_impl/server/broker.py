@@ -41,7 +41,7 @@ from ..log.partition_log import PartitionLog
 from ..protocol.errors import Errors
 from .add_partitions_manager import AddPartitionsToTxnManager
 from .authenticator import SaslUsers
-from .authorizer import StandardAuthorizer
+from ..cluster.authorizer import StandardAuthorizer
 from .broker_lifecycle import CONTROLLED_SHUTDOWN_RECHECK_S, BrokerLifecycleManager, ControllerUnavailable
 from .connection import LocalRequests, serve_connection
 from .controller_server import ControllerServer

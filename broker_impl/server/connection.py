@@ -40,7 +40,7 @@ from ..protocol.framing import FrameBuffer, FrameError
 from ..protocol.messages import API, REQUEST_HEADER
 from ..protocol.stream_io import receive_some, send_all
 from .authenticator import AuthenticationClose, new_authenticator
-from .authorizer import BROKER_PRINCIPAL
+from ..cluster.authorizer import BROKER_PRINCIPAL
 from .context import RequestContext
 from .listeners import ANONYMOUS, Listener, secure
 

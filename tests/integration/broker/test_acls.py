@@ -1,4 +1,4 @@
-"""ACLs end to end (server/authorizer, handlers/acls): an embedded broker with Kafka's
+"""ACLs end to end (cluster/authorizer, handlers/acls): an embedded broker with Kafka's
 StandardAuthorizer over SASL_PLAINTEXT, librdkafka (confluent-kafka) as the clients. ``admin`` is
 a super user; ``alice`` and ``bob`` get what each test grants them through CreateAcls.
 

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass
 from enum import IntEnum
 from pathlib import Path
 
-from ..cluster.durable_file import replace_durably
+from .durable_file import replace_durably
 from ..config import BrokerConfig, ConfigError
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"

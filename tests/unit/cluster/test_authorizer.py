@@ -1,4 +1,4 @@
-"""The StandardAuthorizer's matching rules (server/authorizer), as StandardAuthorizerData has them."""
+"""The StandardAuthorizer's matching rules (cluster/authorizer), as StandardAuthorizerData has them."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from broker_impl.config import BrokerConfig, ConfigError
-from broker_impl.server.authorizer import (BROKER_PRINCIPAL, STANDARD_AUTHORIZER, AclBinding, AclBindingFilter,
+from broker_impl.cluster.authorizer import (BROKER_PRINCIPAL, STANDARD_AUTHORIZER, AclBinding, AclBindingFilter,
                                            AclOperation as Op, AclPermissionType as Perm, PatternType as Pat,
                                            ResourceType as Res, StandardAuthorizer, client_host)
 
