@@ -78,7 +78,8 @@ async def handle_offset_commit(broker: Broker, ctx, req):
     return R(throttle_time_ms=0, topics=out)
 
 
-async def _fetch_group(broker: Broker, version: int, group_id: str, topics, require_stable: bool):
+async def _fetch_group(broker: Broker, version: int, group_id: str, topics, require_stable: bool,
+                       member_id: str | None = None, member_epoch: int = -1):
     """Run one group's fetch; returns (group error, [(name, topic_id, [(p, off, epoch, md, err)])]).
     require_stable reads after the group's pending writes (GroupCoordinator.await_stable)."""
     gc = broker.group_coordinator
@@ -91,7 +92,7 @@ async def _fetch_group(broker: Broker, version: int, group_id: str, topics, requ
         if err is not Errors.NONE:
             return err, []
     if topics is None:
-        err, res = gc.fetch_offsets(group_id, None, require_stable)
+        err, res = gc.fetch_offsets(group_id, None, require_stable, member_id, member_epoch)
         out = []
         for name, parts in res:
             t = broker.topics.get(name)
@@ -111,7 +112,8 @@ async def _fetch_group(broker: Broker, version: int, group_id: str, topics, requ
             wanted.append((t.name, td.topic_id, list(td.partition_indexes or ())))
         else:
             wanted.append((td.name, ZERO_UUID, list(td.partition_indexes or ())))
-    err, res = gc.fetch_offsets(group_id, [(n, ps) for n, _tid, ps in wanted if n is not None], require_stable)
+    err, res = gc.fetch_offsets(group_id, [(n, ps) for n, _tid, ps in wanted if n is not None], require_stable,
+                                member_id, member_epoch)
     it = iter(res)
     out = []
     for i, (name, tid, ps) in enumerate(wanted):
@@ -134,7 +136,9 @@ async def handle_offset_fetch(broker: Broker, ctx, req):
         P = T.OffsetFetchResponsePartitions
         groups = []
         for g in req.groups or ():
-            err, res = await _fetch_group(broker, v, g.group_id, g.topics, require_stable)
+            # v9+: a KIP-848 member names itself and its epoch (checked for consumer groups only)
+            err, res = await _fetch_group(broker, v, g.group_id, g.topics, require_stable,
+                                          g.member_id if v >= 9 else None, g.member_epoch if v >= 9 else -1)
             topics = [] if err is not Errors.NONE else [
                 T(name=name or "", topic_id=tid,
                   partitions=[P(partition_index=p, committed_offset=off, committed_leader_epoch=ep, metadata=md,

@@ -1,0 +1,263 @@
+"""KIP-848 consumer groups (ConsumerGroupHeartbeat, server-side assignment) against the
+embedded broker (a real subprocess) with librdkafka's ``group.protocol=consumer``, plus raw
+ConsumerGroupHeartbeat/ConsumerGroupDescribe requests for the error answers. Every wait is
+bounded; nothing asserts on elapsed time."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from broker_impl.protocol.errors import Errors
+from broker_impl.protocol.messages import API
+
+from .rawclient import RawConnection
+from .test_groups import create_topic, produce
+
+pytestmark = pytest.mark.slow
+
+
+def consumer(bootstrap: str, group: str, **extra) -> Consumer:
+    return Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+                     "auto.offset.reset": "earliest", "enable.auto.commit": False, **extra})
+
+
+def assigned(c: Consumer) -> set[tuple[str, int]]:
+    return {(tp.topic, tp.partition) for tp in c.assignment()}
+
+
+def poll_until(consumers, predicate, timeout: float = 60.0, sink: dict | None = None) -> bool:
+    """Poll every consumer until ``predicate()``; records polled land in ``sink[consumer]``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for c in consumers:
+            m = c.poll(0.1)
+            if m is not None and not m.error() and sink is not None:
+                sink.setdefault(id(c), []).append((m.partition(), m.offset()))
+        if predicate():
+            return True
+    return False
+
+
+def test_two_members_share_four_partitions_then_one_takes_all_and_offsets_resume(broker):
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, 4)
+    produce(broker.bootstrap, topic, per_partition=5, partitions=4)
+    c1 = consumer(broker.bootstrap, group)
+    c2 = consumer(broker.bootstrap, group)
+    c3 = None
+    try:
+        c1.subscribe([topic])
+        c2.subscribe([topic])
+        assert poll_until([c1, c2], lambda: len(assigned(c1)) == 2 and len(assigned(c2)) == 2), \
+            (assigned(c1), assigned(c2))
+        assert assigned(c1) | assigned(c2) == {(topic, p) for p in range(4)}
+
+        # Each commits offset 2 on its partitions, then leaves: the other takes all four.
+        for c in (c1, c2):
+            c.commit(offsets=[TopicPartition(topic, p, 2) for _t, p in sorted(assigned(c))], asynchronous=False)
+        c2.close()
+        c2 = None
+        assert poll_until([c1], lambda: len(assigned(c1)) == 4), assigned(c1)
+
+        # ConsumerGroupDescribe, through the admin client: one member, every partition, Stable.
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        desc = admin.describe_consumer_groups([group])[group].result(15)
+        assert str(desc.type).endswith("CONSUMER"), desc.type
+        assert len(desc.members) == 1
+        assert {tp.partition for tp in desc.members[0].assignment.topic_partitions} == {0, 1, 2, 3}
+        listed = admin.list_consumer_groups().result(15)
+        assert [str(g.type) for g in listed.valid if g.group_id == group][0].endswith("CONSUMER")
+        c1.close()
+        c1 = None
+
+        # A new member of the group resumes at the committed offsets: 2 on every partition.
+        c3 = consumer(broker.bootstrap, group)
+        c3.subscribe([topic])
+        got: dict = {}
+        assert poll_until([c3], lambda: len({p for p, _o in got.get(id(c3), [])}) == 4, sink=got), got
+        first = {}
+        for p, o in got[id(c3)]:
+            first.setdefault(p, o)
+        assert first == {0: 2, 1: 2, 2: 2, 3: 2}
+    finally:
+        for c in (c1, c2, c3):
+            if c is not None:
+                c.close()
+
+
+HB = API["ConsumerGroupHeartbeat"].Request
+
+
+def _owned(topic_id: bytes, *partitions: int):
+    return [HB.TopicPartitions(topic_id=topic_id, partitions=list(partitions))]
+
+
+def _hb(client: RawConnection, version: int = 1, **fields):
+    body = dict(group_id="g", member_id="", member_epoch=0, instance_id=None, rack_id=None,
+                rebalance_timeout_ms=30000, subscribed_topic_names=["t"], server_assignor=None,
+                topic_partitions=[])
+    body.update(fields)
+    return client.request("ConsumerGroupHeartbeat", version, HB(**body))
+
+
+def _join_assigned(client: RawConnection, group: str, member: str, topic: str, **fields):
+    """Join and heartbeat until the member is assigned something (bounded: 10 s). The embedded
+    broker assigns at once; Kafka's coordinator may not see a topic created a moment ago yet."""
+    r = _hb(client, group_id=group, member_id=member, subscribed_topic_names=[topic], **fields)
+    deadline = time.monotonic() + 10
+    while r.error_code == Errors.NONE and not (r.assignment and r.assignment.topic_partitions) \
+            and time.monotonic() < deadline:
+        time.sleep(0.2)
+        r = _hb(client, group_id=group, member_id=member, member_epoch=r.member_epoch,
+                subscribed_topic_names=[topic], **fields)
+    return r
+
+
+def test_heartbeat_errors_epochs_and_describe(broker_factory):
+    # Each heartbeat recomputes the target assignment when due (Kafka waits 1 s between two)
+    broker = broker_factory({"group.consumer.assignment.interval.ms": "0"})
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, 2)
+    with RawConnection(broker.bootstrap) as c:
+        # A first heartbeat must be a full one, name its member (v1) and a known assignor.
+        r = _hb(c, group_id=group, member_id="m1", rebalance_timeout_ms=-1)
+        assert (r.error_code, r.error_message) == (Errors.INVALID_REQUEST,
+                                                   "RebalanceTimeoutMs must be provided in first request.")
+        r = _hb(c, group_id=group, member_id="")
+        assert (r.error_code, r.error_message) == (Errors.INVALID_REQUEST, "MemberId can't be empty.")
+        r = _hb(c, group_id=group, member_id="m1", subscribed_topic_names=[topic], server_assignor="sticky")
+        assert r.error_code == Errors.UNSUPPORTED_ASSIGNOR
+        r = _hb(c, group_id=group, member_id="m1", member_epoch=5)
+        assert (r.error_code, r.error_message) == (Errors.GROUP_ID_NOT_FOUND, f"Consumer group {group} not found.")
+        r = _hb(c, group_id=group, member_id="m1", member_epoch=-1)
+        assert (r.error_code, r.error_message) == (Errors.GROUP_ID_NOT_FOUND, f"Group {group} not found.")
+        r = _hb(c, group_id="", member_id="", member_epoch=-1)     # the member id is checked first
+        assert (r.error_code, r.error_message) == (Errors.INVALID_REQUEST, "MemberId can't be empty.")
+        r = _hb(c, version=0, group_id=group, member_id="", rack_id="")   # v0: the broker names the member
+        assert (r.error_code, r.error_message) == (Errors.INVALID_REQUEST, "RackId can't be empty.")
+
+        # Join: both partitions, epoch e (1 here; 2 on Kafka 4.3.1, docs/groups.md).
+        r = _join_assigned(c, group, "m1", topic, server_assignor="range")
+        e = r.member_epoch
+        assert (r.error_code, r.member_id) == (Errors.NONE, "m1") and e >= 1
+        assert [sorted(tp.partitions) for tp in r.assignment.topic_partitions] == [[0, 1]]
+        tid = r.assignment.topic_partitions[0].topic_id
+        # A second member: the group epoch goes to e + 1; m2 waits for m1 to revoke one partition.
+        r2 = _hb(c, group_id=group, member_id="m2", subscribed_topic_names=[topic])
+        assert (r2.error_code, r2.member_epoch) == (Errors.NONE, e + 1)
+        assert r2.assignment.topic_partitions == []
+        r = _hb(c, group_id=group, member_id="m1", member_epoch=e, rebalance_timeout_ms=-1,
+                subscribed_topic_names=None, topic_partitions=_owned(tid, 0, 1))
+        assert r.member_epoch == e and [sorted(tp.partitions) for tp in r.assignment.topic_partitions] == [[0]]
+        # Revoked (m1 reports only partition 0): m1 moves to epoch e + 1, then m2 gets partition 1.
+        r = _hb(c, group_id=group, member_id="m1", member_epoch=e, rebalance_timeout_ms=-1,
+                subscribed_topic_names=None, topic_partitions=_owned(tid, 0))
+        assert (r.error_code, r.member_epoch) == (Errors.NONE, e + 1)
+        r2 = _hb(c, group_id=group, member_id="m2", member_epoch=e + 1, rebalance_timeout_ms=-1,
+                 subscribed_topic_names=None, topic_partitions=[])
+        assert [sorted(tp.partitions) for tp in r2.assignment.topic_partitions] == [[1]]
+
+        # Wrong epochs and unknown members.
+        assert _hb(c, group_id=group, member_id="m1", member_epoch=e + 7, topic_partitions=None,
+                   subscribed_topic_names=None).error_code == Errors.FENCED_MEMBER_EPOCH
+        assert _hb(c, group_id=group, member_id="nobody", member_epoch=e + 1, topic_partitions=None,
+                   subscribed_topic_names=None).error_code == Errors.UNKNOWN_MEMBER_ID
+
+        # OffsetCommit v9 carries the member epoch: a stale one is refused.
+        OC = API["OffsetCommit"].Request
+        T = OC.OffsetCommitRequestTopic
+
+        def commit(epoch, version=9, member="m1", partition=0):
+            part = T.OffsetCommitRequestPartition(partition_index=partition, committed_offset=3,
+                                                  committed_leader_epoch=-1, committed_metadata="")
+            return c.request("OffsetCommit", version, OC(
+                group_id=group, generation_id_or_member_epoch=epoch, member_id=member, group_instance_id=None,
+                retention_time_ms=-1, topics=[T(name=topic, partitions=[part])]))
+        assert commit(e - 1).topics[0].partitions[0].error_code == Errors.STALE_MEMBER_EPOCH
+        assert commit(e + 2).topics[0].partitions[0].error_code == Errors.STALE_MEMBER_EPOCH
+        # KIP-1251 (Kafka 4.3): an older epoch commits the partitions the member had then.
+        assert commit(e).topics[0].partitions[0].error_code == Errors.NONE
+        assert commit(e, partition=1).topics[0].partitions[0].error_code == Errors.STALE_MEMBER_EPOCH
+        assert commit(e + 1).topics[0].partitions[0].error_code == Errors.NONE
+        assert commit(e + 1, version=8).topics[0].partitions[0].error_code == Errors.UNSUPPORTED_VERSION
+        # -1 without a member: only an empty group takes it
+        assert commit(-1, member="").topics[0].partitions[0].error_code == Errors.UNKNOWN_MEMBER_ID
+        # OffsetFetch v9 names the member and its epoch; -1 (an admin client) always reads.
+        OF = API["OffsetFetch"].Request
+
+        def fetch(member, epoch):
+            g = OF.OffsetFetchRequestGroup(group_id=group, member_id=member, member_epoch=epoch, topics=None)
+            return c.request("OffsetFetch", 9, OF(groups=[g], require_stable=False)).groups[0]
+        got = fetch("m1", e + 1)
+        assert (got.error_code, [(t.name, [(p.partition_index, p.committed_offset) for p in t.partitions])
+                                 for t in got.topics]) == (Errors.NONE, [(topic, [(0, 3)])])
+        assert fetch("m1", e).error_code == Errors.STALE_MEMBER_EPOCH
+        assert fetch("nobody", e + 1).error_code == Errors.UNKNOWN_MEMBER_ID
+        assert fetch(None, -1).error_code == Errors.NONE
+
+        d = c.request("ConsumerGroupDescribe", 1, API["ConsumerGroupDescribe"].Request(
+            group_ids=[group, "no-such-group", ""], include_authorized_operations=True))
+        invalid, g, missing = d.groups      # Kafka answers the invalid ids first
+        assert (invalid.group_id, invalid.error_code) == ("", Errors.INVALID_GROUP_ID)
+        assert (missing.error_code, missing.error_message) == (Errors.GROUP_ID_NOT_FOUND,
+                                                               "Group no-such-group not found.")
+        assert g.authorized_operations == 3400
+        assert (g.error_code, g.group_state, g.group_epoch, g.assignment_epoch, g.assignor_name) == \
+            (Errors.NONE, "Stable", e + 1, e + 1, "range")
+        assert sorted((m.member_id, m.member_epoch, m.member_type, m.subscribed_topic_regex) for m in g.members) == \
+            [("m1", e + 1, 1, ""), ("m2", e + 1, 1, "")]
+        dg = c.request("DescribeGroups", 5, API["DescribeGroups"].Request(groups=[group]))
+        assert (dg.groups[0].error_code, dg.groups[0].group_state) == (Errors.NONE, "Dead")
+        dg = c.request("DescribeGroups", 6, API["DescribeGroups"].Request(groups=[group]))
+        assert (dg.groups[0].error_code, dg.groups[0].error_message) == \
+            (Errors.GROUP_ID_NOT_FOUND, f"Group {group} is not a classic group.")
+
+        # A classic member of another protocol type cannot join a consumer group (Kafka 4.3.1 lets a
+        # "consumer" one join, upgrading it: not done here, docs/groups.md).
+        JG = API["JoinGroup"].Request
+        j = c.request("JoinGroup", 5, JG(group_id=group, session_timeout_ms=10000, rebalance_timeout_ms=10000,
+                                         member_id="", group_instance_id=None, protocol_type="connect",
+                                         protocols=[JG.JoinGroupRequestProtocol(name="range", metadata=b"")]))
+        assert (j.error_code, j.member_id) == (Errors.INCONSISTENT_GROUP_PROTOCOL, "")
+        hb = c.request("Heartbeat", 4, API["Heartbeat"].Request(group_id=group, generation_id=1, member_id="m1"))
+        assert hb.error_code == Errors.UNKNOWN_MEMBER_ID
+        dl = c.request("DeleteGroups", 2, API["DeleteGroups"].Request(groups_names=[group]))
+        assert dl.results[0].error_code == Errors.NON_EMPTY_GROUP
+
+        # Leave (epoch -1): the group epoch goes up, m2 reconciles to both partitions.
+        r = _hb(c, group_id=group, member_id="m1", member_epoch=-1, topic_partitions=None,
+                subscribed_topic_names=None, rebalance_timeout_ms=-1)
+        assert (r.error_code, r.member_epoch) == (Errors.NONE, -1)
+        r2 = _hb(c, group_id=group, member_id="m2", member_epoch=e + 1, rebalance_timeout_ms=-1,
+                 subscribed_topic_names=None, topic_partitions=_owned(tid, 1))
+        assert r2.member_epoch == e + 2 and [sorted(tp.partitions) for tp in r2.assignment.topic_partitions] == [[0, 1]]
+
+
+def test_target_assignment_waits_for_the_assignment_interval(broker):
+    """Kafka 4.3.1 (measured): a member joining just after the group's last assignment gets the
+    old target (the group reads Assigning); a heartbeat once group.consumer.assignment.interval.ms
+    (1 s) has passed gets the new one."""
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, 2)
+    with RawConnection(broker.bootstrap) as c:
+        r1 = _join_assigned(c, group, "d1", topic)
+        tid = r1.assignment.topic_partitions[0].topic_id
+        r2 = _hb(c, group_id=group, member_id="d2", subscribed_topic_names=[topic])
+        assert (r2.member_epoch, r2.assignment.topic_partitions) == (r1.member_epoch, [])
+        d = c.request("ConsumerGroupDescribe", 0, API["ConsumerGroupDescribe"].Request(group_ids=[group]))
+        assert (d.groups[0].group_state, d.groups[0].group_epoch, d.groups[0].assignment_epoch) == \
+            ("Assigning", r1.member_epoch + 1, r1.member_epoch)
+        deadline = time.monotonic() + 5
+        r = None
+        while time.monotonic() < deadline:
+            r = _hb(c, group_id=group, member_id="d1", member_epoch=r1.member_epoch, rebalance_timeout_ms=-1,
+                    subscribed_topic_names=None, topic_partitions=_owned(tid, 0, 1))
+            if r.assignment is not None:
+                break
+            time.sleep(0.2)
+        assert r.assignment is not None and len(r.assignment.topic_partitions[0].partitions) == 1
