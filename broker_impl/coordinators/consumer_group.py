@@ -146,6 +146,8 @@ class ConsumerGroup:
         self.assignor_name: str = ""
         #: When the target assignment was last computed (trio clock), None: never.
         self.last_assignment_s: float | None = None
+        #: The records last written for the group, by key (consumer_group_records).
+        self.persisted: dict[bytes, bytes] = {}
         self.dead = False
 
     # ------------------------------------------------------------------ what the other APIs read

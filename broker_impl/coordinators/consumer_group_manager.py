@@ -21,9 +21,9 @@ One heartbeat does, in Kafka's order:
    assignment when the request was a full one or the assignment changed.
 
 Members whose session times out, or who do not revoke within their rebalance timeout, are
-fenced as if they had left. Consumer groups live beside the classic ones (one group id space);
-their state is kept in memory only -- see docs/groups.md: a restart empties them (committed
-offsets survive, as they are ordinary offset records) and members rejoin.
+fenced as if they had left. Consumer groups live beside the classic ones (one group id space).
+After each change the group's records (:mod:`.consumer_group_records`) that changed are
+written to ``__consumer_offsets`` before the answer, and replayed at load (:meth:`load`).
 """
 
 from __future__ import annotations
@@ -39,11 +39,13 @@ import trio
 
 from ..protocol.errors import Errors, KafkaError
 from .assignors import ASSIGNORS, MemberSpec
+from . import consumer_group_records as records
 from .consumer_group import (
     JOIN_GROUP_MEMBER_EPOCH, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroup,
     ConsumerGroupMember, MemberState, copy_assignment,
 )
 from .group_metadata import GroupState
+from .group_store import OffsetsTopic, append_error_to_response
 from .group_timer import CoordinatorTimer
 
 if TYPE_CHECKING:
@@ -87,8 +89,9 @@ def _invalid(msg: str) -> KafkaError:
 
 class ConsumerGroupManager:
     def __init__(self, config: BrokerConfig, topics: TopicRegistry, timer: CoordinatorTimer,
-                 classic: GroupMetadataManager):
+                 classic: GroupMetadataManager, store: OffsetsTopic):
         self.config = config
+        self.store = store
         self.topics = topics
         self.timer = timer
         self.classic = classic
@@ -120,10 +123,47 @@ class ConsumerGroupManager:
         try:
             self._validate(r)
             if r.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-                return self._leave(r)
-            return self._heartbeat(r)
+                result = self._leave(r)
+            else:
+                result = self._heartbeat(r)
         except KafkaError as exc:
             return HeartbeatResult(exc.error, exc.message, member_epoch=0)
+        group = self.groups.get(r.group_id)
+        if group is not None:
+            error = self._persist(group)
+            if error is not Errors.NONE:
+                return HeartbeatResult(error, member_epoch=0)
+        return result
+
+    # ------------------------------------------------------------------ records
+    def _persist(self, group: ConsumerGroup) -> Errors:
+        """Write the group's records that changed since the last write, tombstones for the keys
+        gone (Kafka writes the records of each change in one batch before answering)."""
+        now = records.group_snapshot(group)
+        delta = [(k, v) for k, v in now.items() if group.persisted.get(k) != v]
+        delta += [(k, None) for k in group.persisted if k not in now]
+        if not delta:
+            return Errors.NONE
+        try:
+            self.store.append(group.group_id, delta)
+        except KafkaError as exc:
+            log.warning("group %s: failed to write its records: %s", group.group_id, exc)
+            return append_error_to_response(exc.error)
+        group.persisted = now
+        return Errors.NONE
+
+    def load(self, by_group: dict[str, dict[bytes, records.ConsumerGroupRecord]]) -> None:
+        """The consumer groups of ``__consumer_offsets`` (the last record of every key): each
+        member gets a fresh session timeout (and its rebalance timeout if it was revoking)."""
+        for gid, group in records.groups_from_records(by_group).items():
+            self.groups[gid] = group
+            group.subscription_metadata = self._subscription_metadata(group.members.values())
+            for m in group.members.values():
+                self._schedule_session_timeout(gid, m.member_id)
+                if m.state is MemberState.UNREVOKED_PARTITIONS:
+                    self._schedule_rebalance_timeout(gid, m)
+
+
 
     def _validate(self, r: HeartbeatRequest) -> None:
         """Kafka's ``throwIfConsumerGroupHeartbeatRequestIsInvalid``, in its order (measured on
@@ -364,13 +404,15 @@ class ConsumerGroupManager:
                 (member.state, member.member_epoch, member.assigned, member.pending_revocation):
             return
         group.update_member(member, updated)
-        key = ("consumer-rebalance", group.group_id, member.member_id)
         if updated.state is MemberState.UNREVOKED_PARTITIONS:
-            epoch = updated.member_epoch
-            self.timer.schedule(key, updated.rebalance_timeout_ms,
-                                lambda: self._rebalance_timeout(group.group_id, member.member_id, epoch))
+            self._schedule_rebalance_timeout(group.group_id, updated)
         else:
-            self.timer.cancel(key)
+            self.timer.cancel(("consumer-rebalance", group.group_id, member.member_id))
+
+    def _schedule_rebalance_timeout(self, group_id: str, member: ConsumerGroupMember) -> None:
+        member_id, epoch = member.member_id, member.member_epoch
+        self.timer.schedule(("consumer-rebalance", group_id, member_id), member.rebalance_timeout_ms,
+                            lambda: self._rebalance_timeout(group_id, member_id, epoch))
 
     # ------------------------------------------------------------------ leaving, fencing, timers
     def _leave(self, r: HeartbeatRequest) -> HeartbeatResult:
@@ -414,6 +456,7 @@ class ConsumerGroupManager:
         if group is not None and member_id in group.members:
             log.info("group %s: member %s fenced: the member session expired", group_id, member_id)
             self._fence(group, member_id)
+            self._persist(group)
 
     def _rebalance_timeout(self, group_id: str, member_id: str, epoch: int) -> None:
         group = self.groups.get(group_id)
@@ -422,6 +465,7 @@ class ConsumerGroupManager:
             log.info("group %s: member %s fenced: it did not revoke its partitions within the rebalance timeout",
                      group_id, member_id)
             self._fence(group, member_id)
+            self._persist(group)
 
     # ------------------------------------------------------------------ what other APIs ask
     def list(self, states: set[str], types: set[str]) -> list[tuple[str, str, str, str]]:
@@ -437,9 +481,19 @@ class ConsumerGroupManager:
             return None
         if g.members:
             return Errors.NON_EMPTY_GROUP
-        g.dead = True
-        del self.groups[group_id]
         return Errors.NONE
+
+    def tombstones(self, group_id: str) -> list[tuple[bytes, None]]:
+        """The tombstones of every record of the group (DeleteGroups writes them with the
+        offsets' in one batch)."""
+        g = self.groups.get(group_id)
+        return [(k, None) for k in g.persisted] if g is not None else []
+
+    def remove(self, group_id: str) -> None:
+        """The group's tombstones are written: it is gone."""
+        g = self.groups.pop(group_id, None)
+        if g is not None:
+            g.dead = True
 
     def unload(self, group_id: str) -> None:
         g = self.groups.pop(group_id, None)

@@ -38,6 +38,7 @@ from ..log import records as rec
 from ..protocol.errors import Errors, KafkaError
 from .group_metadata import JoinResult, SyncResult, group_id_valid, now_ms
 from .group_metadata_manager import DescribedGroup, GroupMetadataManager
+from .consumer_group_records import ConsumerGroupRecord
 from .consumer_group_manager import ConsumerGroupManager, HeartbeatRequest, HeartbeatResult
 from .group_records import OffsetRecord, UnknownRecord, decode_record
 from .group_store import OFFSETS_TOPIC, OffsetsTopic, append_error_to_response
@@ -59,7 +60,7 @@ class GroupCoordinator:
         self.timer = CoordinatorTimer()
         self.group_manager = GroupMetadataManager(config, self.store, self.timer)
         self.offset_manager = OffsetMetadataManager(config, self.store, self.group_manager)
-        self.consumer_manager = ConsumerGroupManager(config, topics, self.timer, self.group_manager)
+        self.consumer_manager = ConsumerGroupManager(config, topics, self.timer, self.group_manager, self.store)
         self.group_manager.consumer_groups = self.consumer_manager.groups
         #: The __consumer_offsets partitions coordinated here; None: all of them (one node).
         self.owned: set[int] | None = None
@@ -174,6 +175,7 @@ class GroupCoordinator:
         without group metadata belong to a "simple" group (standalone commits), which is
         created."""
         groups: dict[str, object] = {}
+        consumer_groups: dict[str, dict[bytes, ConsumerGroupRecord]] = {}
         n = 0
         for _partition, h, records in self.store.replay(partitions):
             if h.is_control:
@@ -195,12 +197,20 @@ class GroupCoordinator:
                 n += 1
                 if isinstance(parsed, OffsetRecord):
                     self.offset_manager.replay(parsed, h.producer_id if h.is_transactional else None)
+                elif isinstance(parsed, ConsumerGroupRecord):
+                    by_key = consumer_groups.setdefault(parsed.group, {})
+                    if parsed.value is None:
+                        by_key.pop(parsed.key, None)
+                    else:
+                        by_key[parsed.key] = parsed
                 else:
                     groups[parsed.group] = parsed.value
         self.offset_manager.on_loaded()
         self.group_manager.load(groups)
+        self.consumer_manager.load(consumer_groups)
         for group_id in self.offset_manager.group_ids():
-            self.group_manager.get_or_create_simple_group(group_id)
+            if group_id not in self.consumer_manager.groups:
+                self.group_manager.get_or_create_simple_group(group_id)
         if n:
             log.info("loaded %d records: %d groups, %d groups with offsets", n, len(self.group_manager.groups),
                      len(self.offset_manager.group_ids()))
@@ -253,16 +263,17 @@ class GroupCoordinator:
     def delete_group(self, group_id: str) -> Errors:
         """DeleteGroups for one group: only an Empty group (or one with just offsets) can go;
         its offsets and metadata get tombstones, in one batch (Kafka's ``deleteGroups``)."""
-        cg = self.consumer_manager.groups.get(group_id)
-        if cg is not None:
-            if cg.members:
-                return Errors.NON_EMPTY_GROUP
+        err = self.consumer_manager.delete(group_id)
+        if err is not None:        # a consumer group: its records and offsets go in one batch
+            if err is not Errors.NONE:
+                return err
             try:
-                self.store.append(group_id, self.offset_manager.tombstones(group_id))
+                self.store.append(group_id, self.offset_manager.tombstones(group_id)
+                                  + self.consumer_manager.tombstones(group_id))
             except KafkaError as exc:
                 return append_error_to_response(exc.error)
             self.offset_manager.forget_group(group_id)
-            self.consumer_manager.delete(group_id)
+            self.consumer_manager.remove(group_id)
             return Errors.NONE
         err = self.group_manager.validate_delete_group(group_id)
         if err is not Errors.NONE:

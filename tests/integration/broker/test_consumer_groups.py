@@ -261,3 +261,49 @@ def test_target_assignment_waits_for_the_assignment_interval(broker):
                 break
             time.sleep(0.2)
         assert r.assignment is not None and len(r.assignment.topic_partitions[0].partitions) == 1
+
+
+def test_consumer_group_survives_a_restart(broker_factory):
+    """The group's records in __consumer_offsets are replayed: after a restart the members go on
+    with their epochs and assignments, and the group epoch keeps counting."""
+    broker = broker_factory({"group.consumer.assignment.interval.ms": "0"})
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, 2)
+    with RawConnection(broker.bootstrap) as c:
+        r1 = _join_assigned(c, group, "m1", topic, instance_id="i1")
+        tid, e = r1.assignment.topic_partitions[0].topic_id, r1.member_epoch
+        r2 = _hb(c, group_id=group, member_id="m2", subscribed_topic_names=[topic])
+        r1 = _hb(c, group_id=group, member_id="m1", instance_id="i1", member_epoch=e, rebalance_timeout_ms=-1,
+                 subscribed_topic_names=None, topic_partitions=_owned(tid, 0, 1))
+        kept = sorted(r1.assignment.topic_partitions[0].partitions)
+        r1 = _hb(c, group_id=group, member_id="m1", instance_id="i1", member_epoch=e, rebalance_timeout_ms=-1,
+                 subscribed_topic_names=None, topic_partitions=_owned(tid, *kept))
+        r2 = _hb(c, group_id=group, member_id="m2", member_epoch=r2.member_epoch, rebalance_timeout_ms=-1,
+                 subscribed_topic_names=None, topic_partitions=[])
+        assert (r1.member_epoch, r2.member_epoch) == (e + 1, e + 1) and r2.assignment is not None
+        before = c.request("ConsumerGroupDescribe", 1, API["ConsumerGroupDescribe"].Request(group_ids=[group])).groups[0]
+    broker.restart()
+    with RawConnection(broker.bootstrap) as c:
+        after = c.request("ConsumerGroupDescribe", 1, API["ConsumerGroupDescribe"].Request(group_ids=[group])).groups[0]
+        assert after.error_code == Errors.NONE
+        assert (after.group_state, after.group_epoch, after.assignment_epoch) == \
+            (before.group_state, before.group_epoch, before.assignment_epoch) == ("Stable", e + 1, e + 1)
+        assert sorted((m.member_id, m.instance_id, m.member_epoch, str(m.assignment), str(m.target_assignment))
+                      for m in after.members) == \
+            sorted((m.member_id, m.instance_id, m.member_epoch, str(m.assignment), str(m.target_assignment))
+                   for m in before.members)
+        # m1 goes on where it was; m2 leaves and m1 gets both partitions at the next epoch.
+        r1 = _hb(c, group_id=group, member_id="m1", instance_id="i1", member_epoch=e + 1, rebalance_timeout_ms=-1,
+                 subscribed_topic_names=None, topic_partitions=_owned(tid, *kept))
+        assert (r1.error_code, r1.member_epoch) == (Errors.NONE, e + 1)
+        assert _hb(c, group_id=group, member_id="m2", member_epoch=-1, topic_partitions=None,
+                   subscribed_topic_names=None, rebalance_timeout_ms=-1).error_code == Errors.NONE
+    broker.restart()
+    with RawConnection(broker.bootstrap) as c:
+        r1 = _hb(c, group_id=group, member_id="m1", instance_id="i1", member_epoch=e + 1, rebalance_timeout_ms=-1,
+                 subscribed_topic_names=None, topic_partitions=_owned(tid, *kept))
+        assert (r1.error_code, r1.member_epoch) == (Errors.NONE, e + 2)
+        assert [sorted(tp.partitions) for tp in r1.assignment.topic_partitions] == [[0, 1]]
+        # m2 is gone for good: its tombstones were replayed
+        assert _hb(c, group_id=group, member_id="m2", member_epoch=e + 1, topic_partitions=None,
+                   subscribed_topic_names=None).error_code == Errors.UNKNOWN_MEMBER_ID
