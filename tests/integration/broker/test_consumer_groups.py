@@ -118,6 +118,11 @@ def _join_assigned(client: RawConnection, group: str, member: str, topic: str, *
     return r
 
 
+def _describe(bootstrap: str, group: str):
+    with RawConnection(bootstrap) as c:
+        return c.request("ConsumerGroupDescribe", 1, API["ConsumerGroupDescribe"].Request(group_ids=[group])).groups[0]
+
+
 def test_heartbeat_errors_epochs_and_describe(broker_factory):
     # Each heartbeat recomputes the target assignment when due (Kafka waits 1 s between two)
     broker = broker_factory({"group.consumer.assignment.interval.ms": "0"})
@@ -281,10 +286,10 @@ def test_consumer_group_survives_a_restart(broker_factory):
         r2 = _hb(c, group_id=group, member_id="m2", member_epoch=r2.member_epoch, rebalance_timeout_ms=-1,
                  subscribed_topic_names=None, topic_partitions=[])
         assert (r1.member_epoch, r2.member_epoch) == (e + 1, e + 1) and r2.assignment is not None
-        before = c.request("ConsumerGroupDescribe", 1, API["ConsumerGroupDescribe"].Request(group_ids=[group])).groups[0]
+    before = _describe(broker.bootstrap, group)
     broker.restart()
+    after = _describe(broker.bootstrap, group)
     with RawConnection(broker.bootstrap) as c:
-        after = c.request("ConsumerGroupDescribe", 1, API["ConsumerGroupDescribe"].Request(group_ids=[group])).groups[0]
         assert after.error_code == Errors.NONE
         assert (after.group_state, after.group_epoch, after.assignment_epoch) == \
             (before.group_state, before.group_epoch, before.assignment_epoch) == ("Stable", e + 1, e + 1)
@@ -307,3 +312,71 @@ def test_consumer_group_survives_a_restart(broker_factory):
         # m2 is gone for good: its tombstones were replayed
         assert _hb(c, group_id=group, member_id="m2", member_epoch=e + 1, topic_partitions=None,
                    subscribed_topic_names=None).error_code == Errors.UNKNOWN_MEMBER_ID
+
+
+def _owned_by_client(d) -> dict[str, list[int]]:
+    return {m.client_id: sorted(p for tp in m.assignment.topic_partitions for p in tp.partitions) for m in d.members}
+
+
+def test_java_consumers_share_then_one_takes_all_and_offsets_resume(broker):
+    """kafka-clients 4.4 (the project's Java driver) with group.protocol=consumer: the same steps as
+    the librdkafka test, the group checked through ConsumerGroupDescribe."""
+    from conformance.clients import CLIENTS, ClientProcess
+    ok, why = CLIENTS["java"].availability()
+    if not ok:
+        pytest.skip(f"java driver: {why}")
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, 4)
+    produce(broker.bootstrap, topic, per_partition=5, partitions=4)
+    procs = {}
+
+    def consumer(name):
+        p = procs[name] = ClientProcess("java", label=name).start()
+        config = {"bootstrap.servers": broker.bootstrap, "group.id": group, "group.protocol": "consumer",
+                  "client.id": name, "auto.offset.reset": "earliest", "enable.auto.commit": "false"}
+        assert p.call("create_consumer", config=config).ok
+        assert p.call("subscribe", topics=[topic]).ok
+        return p
+
+    def poll_until(names, predicate, rounds=60):
+        """Poll each consumer (500 ms at most each) until ``predicate(describe)``; bounded by rounds."""
+        got = {n: [] for n in names}
+        for _ in range(rounds):
+            for n in names:
+                out = procs[n].call("poll", timeout_ms=500, deadline_ms=10_000)
+                assert out.ok, out.error
+                got[n] += [(r["partition"], r["offset"]) for r in out.data["records"]]
+            d = _describe(broker.bootstrap, group)
+            if predicate(d):
+                return d, got
+        raise AssertionError(f"not reached within {rounds} rounds: {_describe(broker.bootstrap, group)}")
+
+    try:
+        consumer("c1")
+        consumer("c2")
+        d, _ = poll_until(["c1", "c2"], lambda d: d.group_state == "Stable"
+                          and sorted(map(len, _owned_by_client(d).values())) == [2, 2])
+        owned = _owned_by_client(d)
+        assert sorted(owned) == ["c1", "c2"] and sorted(owned["c1"] + owned["c2"]) == [0, 1, 2, 3]
+        for n in ("c1", "c2"):
+            out = procs[n].call("commit", offsets=[{"topic": topic, "partition": q, "offset": 2} for q in owned[n]])
+            assert out.ok, out.error
+        assert procs["c2"].call("close", deadline_ms=30_000).ok
+        d, _ = poll_until(["c1"], lambda d: _owned_by_client(d) == {"c1": [0, 1, 2, 3]})
+        assert d.group_state == "Stable"
+        assert procs["c1"].call("close", deadline_ms=30_000).ok
+        assert _describe(broker.bootstrap, group).group_state == "Empty"
+        consumer("c3")
+        _, got = poll_until(["c3"], lambda d: True, rounds=1)
+        deadline = time.monotonic() + 60
+        while len({p for p, _o in got["c3"]}) < 4 and time.monotonic() < deadline:
+            out = procs["c3"].call("poll", timeout_ms=500, deadline_ms=10_000)
+            assert out.ok, out.error
+            got["c3"] += [(r["partition"], r["offset"]) for r in out.data["records"]]
+        first = {}
+        for p, o in got["c3"]:
+            first.setdefault(p, o)
+        assert first == {0: 2, 1: 2, 2: 2, 3: 2}
+    finally:
+        for p in procs.values():
+            p.kill()
