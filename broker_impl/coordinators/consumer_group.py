@@ -143,7 +143,6 @@ class ConsumerGroup:
         self.partition_epochs: dict[tuple[bytes, int], int] = {}
         #: The topics the assignment was computed from: name -> (topic id, partitions).
         self.subscription_metadata: dict[str, tuple[bytes, int]] = {}
-        self.assignor_name: str = ""
         #: When the target assignment was last computed (trio clock), None: never.
         self.last_assignment_s: float | None = None
         #: The records last written for the group, by key (consumer_group_records).

@@ -257,9 +257,14 @@ class ConsumerGroupManager:
             member.subscribed_topic_regex = r.subscribed_topic_regex or None
         member.client_id, member.client_host = r.client_id, r.client_host
 
-        bump = is_new or (member.subscribed_topic_names, member.subscribed_topic_regex, member.server_assignor,
-                          member.rack_id) != (old.subscribed_topic_names, old.subscribed_topic_regex,
-                                              old.server_assignor, old.rack_id)
+        # Kafka's rule: a member's subscribed names or regex changing bumps the group epoch (a new
+        # member counts as changing from nothing); its assignor or rack alone do not. A new group
+        # first leaves epoch 0 on its own (measured on 4.3.1: its first member gets epoch 2 when
+        # it subscribes to a topic, 1 when it subscribes to nothing).
+        if group.group_epoch == 0:
+            group.group_epoch = 1
+        bump = (member.subscribed_topic_names, member.subscribed_topic_regex) != \
+            (old.subscribed_topic_names, old.subscribed_topic_regex)
         members_after = {**group.members, member.member_id: member}
         metadata = self._subscription_metadata(members_after.values())
         if metadata != group.subscription_metadata:
@@ -370,7 +375,7 @@ class ConsumerGroupManager:
                 out[name] = (t.topic_id, len(t.partitions))
         return out
 
-    def _preferred_assignor(self, group: ConsumerGroup) -> str:
+    def preferred_assignor(self, group: ConsumerGroup) -> str:
         """The assignor most members asked for (Kafka's ``computePreferredServerAssignor``),
         else the first configured one."""
         counts: dict[str, int] = {}
@@ -382,8 +387,7 @@ class ConsumerGroupManager:
         return self.assignor_names[0]
 
     def _update_target_assignment(self, group: ConsumerGroup) -> None:
-        name = self._preferred_assignor(group)
-        group.assignor_name = name
+        name = self.preferred_assignor(group)
         ids = {tid: n for tid, n in group.subscription_metadata.values()}
         specs = {}
         for mid, m in group.members.items():
@@ -391,7 +395,10 @@ class ConsumerGroupManager:
                                     group.target.get(mid, {}))
         group.target = ASSIGNORS[name].assign(specs, ids)
         group.assignment_epoch = group.group_epoch
-        group.last_assignment_s = trio.current_time()
+        if ids:
+            # Only an assignment of some topics starts the interval (measured on 4.3.1: a member
+            # subscribing to a topic just after the group's empty first assignment is assigned at once).
+            group.last_assignment_s = trio.current_time()
         log.info("group %s: target assignment of epoch %d computed by %s", group.group_id, group.group_epoch, name)
 
     def _reconcile(self, group: ConsumerGroup, member: ConsumerGroupMember, owned) -> None:
