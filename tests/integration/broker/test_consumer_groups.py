@@ -423,3 +423,54 @@ def test_txn_offset_commit_checks_the_member_epoch(broker):
         et = c.request("EndTxn", 3, API["EndTxn"].Request(transactional_id=tid, producer_id=ip.producer_id,
                                                           producer_epoch=ip.producer_epoch, committed=False))
         assert et.error_code == Errors.NONE
+
+
+def test_session_and_rebalance_timeouts_fence_members(broker_factory):
+    """A member that stops heartbeating is fenced after group.consumer.session.timeout.ms; one that
+    does not revoke within its rebalance timeout is fenced too (UNKNOWN_MEMBER_ID afterwards), and
+    the other member gets its partitions."""
+    broker = broker_factory({"group.consumer.assignment.interval.ms": "0",
+                             "group.consumer.session.timeout.ms": "1500",
+                             "group.consumer.heartbeat.interval.ms": "500"})
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, 2)
+
+    def heartbeat_until(c, member, epoch, owned, want, limit_s=10.0):
+        """Heartbeat (with the latest epoch answered) until ``want(answer)``; bounded by limit_s."""
+        deadline = time.monotonic() + limit_s
+        while True:
+            r = _hb(c, group_id=group, member_id=member, member_epoch=epoch, rebalance_timeout_ms=-1,
+                    subscribed_topic_names=None, topic_partitions=owned)
+            if want(r) or time.monotonic() >= deadline:
+                return r
+            epoch = r.member_epoch if r.error_code == Errors.NONE else epoch
+            time.sleep(0.2)
+
+    with RawConnection(broker.bootstrap) as c:
+        r1 = _join_assigned(c, group, "m1", topic)
+        tid, e = r1.assignment.topic_partitions[0].topic_id, r1.member_epoch
+        # m2 joins and then goes silent: m1 is told to give one partition up, does, and once
+        # m2's session expires gets it back at a new epoch.
+        r2 = _hb(c, group_id=group, member_id="m2", subscribed_topic_names=[topic])
+        r1 = _hb(c, group_id=group, member_id="m1", member_epoch=e, rebalance_timeout_ms=-1,
+                 subscribed_topic_names=None, topic_partitions=_owned(tid, 0, 1))
+        kept = sorted(r1.assignment.topic_partitions[0].partitions)
+        assert len(kept) == 1
+        r1 = heartbeat_until(c, "m1", e, _owned(tid, *kept),
+                             lambda r: r.assignment is not None and len(r.assignment.topic_partitions[0].partitions) == 2)
+        assert r1.error_code == Errors.NONE and r1.member_epoch > e + 1, r1
+        assert sorted(r1.assignment.topic_partitions[0].partitions) == [0, 1]
+        assert _hb(c, group_id=group, member_id="m2", member_epoch=r2.member_epoch, topic_partitions=None,
+                   subscribed_topic_names=None).error_code == Errors.UNKNOWN_MEMBER_ID
+        # m3 joins; m1, its rebalance timeout now 1 s, is told to revoke one partition and never
+        # does: it is fenced, and m3 ends up with both partitions.
+        e1 = r1.member_epoch
+        r3 = _hb(c, group_id=group, member_id="m3", subscribed_topic_names=[topic])
+        r1 = _hb(c, group_id=group, member_id="m1", member_epoch=e1, rebalance_timeout_ms=1000,
+                 subscribed_topic_names=None, topic_partitions=_owned(tid, 0, 1))
+        assert r1.member_epoch == e1 and len(r1.assignment.topic_partitions[0].partitions) == 1
+        r1 = heartbeat_until(c, "m1", e1, _owned(tid, 0, 1), lambda r: r.error_code != Errors.NONE)
+        assert r1.error_code == Errors.UNKNOWN_MEMBER_ID
+        r3 = heartbeat_until(c, "m3", r3.member_epoch, [], lambda r: r.error_code != Errors.NONE or (
+            r.assignment is not None and sum(len(tp.partitions) for tp in r.assignment.topic_partitions) == 2))
+        assert r3.error_code == Errors.NONE
