@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from ..features import SUPPORTED_FEATURES
 from ..protocol.errors import Errors, KafkaError
 from .assignors import ASSIGNORS, MemberSpec
 from . import consumer_group_records as records
@@ -54,6 +55,9 @@ if TYPE_CHECKING:
     from .group_metadata_manager import GroupMetadataManager
 
 log = logging.getLogger("kconform.broker.group.consumer")
+
+#: KIP-848's feature: level 1 is the consumer protocol (Kafka 4.3.1 supports 0-1, finalizes 1).
+SUPPORTED_FEATURES["group.version"] = (0, 1)
 
 
 @dataclass(slots=True)
