@@ -131,6 +131,9 @@ class ConsumerGroupManager:
             else:
                 result = self._heartbeat(r)
         except KafkaError as exc:
+            created = self.groups.get(r.group_id)
+            if created is not None and created.group_epoch == 0 and not created.members:
+                del self.groups[r.group_id]       # the failed join created it: nothing of it stays
             return HeartbeatResult(exc.error, exc.message, member_epoch=0)
         group = self.groups.get(r.group_id)
         if group is not None:

@@ -474,3 +474,34 @@ def test_session_and_rebalance_timeouts_fence_members(broker_factory):
         r3 = heartbeat_until(c, "m3", r3.member_epoch, [], lambda r: r.error_code != Errors.NONE or (
             r.assignment is not None and sum(len(tp.partitions) for tp in r.assignment.topic_partitions) == 2))
         assert r3.error_code == Errors.NONE
+
+
+def test_regex_subscription_takes_the_matching_topics(broker):
+    """v1's SubscribedTopicRegex: the member is assigned the partitions of every topic the regex
+    matches (in full), including one created later; other topics are not."""
+    prefix = f"rx{uuid.uuid4().hex[:6]}"
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, f"{prefix}-a", 1)
+    create_topic(broker.bootstrap, f"{prefix}-b", 2)
+    create_topic(broker.bootstrap, f"x{prefix}-c", 1)
+
+    def partitions(r):
+        return sum(len(tp.partitions) for tp in r.assignment.topic_partitions) if r.assignment else None
+
+    with RawConnection(broker.bootstrap) as c:
+        r = _hb(c, group_id=group, member_id="m1", subscribed_topic_names=[], subscribed_topic_regex=f"{prefix}-.*")
+        deadline = time.monotonic() + 20
+        while r.error_code == Errors.NONE and partitions(r) != 3 and time.monotonic() < deadline:
+            time.sleep(0.3)       # Kafka resolves a regex in the background
+            r = _hb(c, group_id=group, member_id="m1", member_epoch=r.member_epoch, subscribed_topic_names=[],
+                    subscribed_topic_regex=None)
+        assert (r.error_code, partitions(r)) == (Errors.NONE, 3)
+        create_topic(broker.bootstrap, f"{prefix}-d", 1)
+        deadline = time.monotonic() + 30
+        while r.error_code == Errors.NONE and partitions(r) != 4 and time.monotonic() < deadline:
+            time.sleep(0.3)
+            r = _hb(c, group_id=group, member_id="m1", member_epoch=r.member_epoch, subscribed_topic_names=[],
+                    subscribed_topic_regex=None)
+        assert (r.error_code, partitions(r)) == (Errors.NONE, 4)
+        d = _describe(broker.bootstrap, group)
+        assert d.members[0].subscribed_topic_regex == f"{prefix}-.*"
