@@ -456,8 +456,8 @@ def test_session_and_rebalance_timeouts_fence_members(broker_factory):
                  subscribed_topic_names=None, topic_partitions=_owned(tid, 0, 1))
         kept = sorted(r1.assignment.topic_partitions[0].partitions)
         assert len(kept) == 1
-        r1 = heartbeat_until(c, "m1", e, _owned(tid, *kept),
-                             lambda r: r.assignment is not None and len(r.assignment.topic_partitions[0].partitions) == 2)
+        r1 = heartbeat_until(c, "m1", e, _owned(tid, *kept), lambda r: r.assignment is not None
+                             and len(r.assignment.topic_partitions[0].partitions) == 2)
         assert r1.error_code == Errors.NONE and r1.member_epoch > e + 1, r1
         assert sorted(r1.assignment.topic_partitions[0].partitions) == [0, 1]
         assert _hb(c, group_id=group, member_id="m2", member_epoch=r2.member_epoch, topic_partitions=None,
