@@ -311,14 +311,16 @@ class ConsumerGroupManager:
                     raise KafkaError(Errors.UNKNOWN_MEMBER_ID,
                                      f"Member {member_id} is not a member of group {group.group_id}.")
                 return ConsumerGroupMember(member_id)
-            self._check_epoch(existing, r.member_epoch, r.owned)
+            if not joining:      # a known member joining again (epoch 0) goes on as it is (measured)
+                self._check_epoch(existing, r.member_epoch, r.owned)
             return existing
         static = group.static_member(r.instance_id)
         if joining:
             if static is None:
                 existing = group.members.get(member_id)
                 return existing if existing is not None else ConsumerGroupMember(member_id, instance_id=r.instance_id)
-            if static.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH and static.member_id != member_id:
+            # even the instance's own member id, while it has not left (measured on 4.3.1)
+            if static.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 raise KafkaError(Errors.UNRELEASED_INSTANCE_ID,
                                  f"Static member {member_id} with instance id {r.instance_id} cannot join the "
                                  f"group because the instance id is owned by {static.member_id} member.")
