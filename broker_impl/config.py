@@ -107,6 +107,10 @@ DEFAULTS: dict[str, str] = {
     "ssl.principal.mapping.rules": "DEFAULT",
     # NAME:PASSWORD,...: the SASL users (PLAIN and SCRAM; Kafka keeps these elsewhere: docs/security.md)
     "kconform.sasl.users": "",
+    # --- ACLs (server/authorizer, docs/security.md): off unless Kafka's StandardAuthorizer is named ---
+    "authorizer.class.name": "",
+    "super.users": "",
+    "allow.everyone.if.no.acl.found": "false",
 }
 
 

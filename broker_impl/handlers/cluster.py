@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from . import handles
 from ..protocol.errors import Errors
+from ..server.authorizer import AclOperation as Op, ResourceType as Res, allowed, allowed_cluster
 from .metadata import NO_AUTHORIZED_OPS
 
 if TYPE_CHECKING:
@@ -46,7 +47,15 @@ async def handle_offset_for_leader_epoch(broker: Broker, ctx, req):
     T = R.OffsetForLeaderTopicResult
     E = T.EpochEndOffset
     out = []
+    refused = []
+    # KafkaApis: CLUSTER_ACTION (followers), else DESCRIBE on each topic; the refused answered last
+    cluster_action = allowed_cluster(broker, ctx, Op.CLUSTER_ACTION)
     for t in req.topics:
+        if not (cluster_action or allowed(broker, ctx, Op.DESCRIBE, Res.TOPIC, t.topic)):
+            refused.append(T(topic=t.topic, partitions=[
+                E(error_code=Errors.TOPIC_AUTHORIZATION_FAILED, partition=p.partition, leader_epoch=UNDEFINED_EPOCH,
+                  end_offset=UNDEFINED_EPOCH_OFFSET) for p in t.partitions]))
+            continue
         topic = broker.topics.get(t.topic)
         parts = []
         for p in t.partitions:
@@ -63,4 +72,4 @@ async def handle_offset_for_leader_epoch(broker: Broker, ctx, req):
                 continue
             r.leader_epoch, r.end_offset = part.end_offset_for_epoch(p.leader_epoch)
         out.append(T(topic=t.topic, partitions=parts))
-    return R(throttle_time_ms=0, topics=out)
+    return R(throttle_time_ms=0, topics=out + refused)

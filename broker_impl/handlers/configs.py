@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from . import handles
 from ..cluster.topics import validate_topic_name
 from ..protocol.errors import Errors, KafkaError
+from ..server.authorizer import AclOperation as Op, ResourceType as ResType, allowed, allowed_cluster
 
 if TYPE_CHECKING:
     from ..server.broker import Broker
@@ -78,6 +79,11 @@ def topic_configs(broker: Broker, own: dict[str, str]) -> list[tuple[str, str, i
     return out
 
 
+#: Kafka's PASSWORD configs: described without their value, as sensitive (measured on 4.3.1)
+SENSITIVE = frozenset({"ssl.keystore.password", "ssl.key.password", "ssl.truststore.password", "ssl.keystore.key",
+                       "ssl.keystore.certificate.chain", "ssl.truststore.certificates"})
+
+
 @handles("DescribeConfigs", min_version=1)
 async def handle_describe_configs(broker: Broker, ctx, req):
     R = ctx.api.Response
@@ -87,7 +93,12 @@ async def handle_describe_configs(broker: Broker, ctx, req):
     for res in req.resources:
         entries: list[tuple[str, str, int, int]] = []
         err, msg = Errors.NONE, None
-        if res.resource_type == TOPIC:
+        if res.resource_type == TOPIC and not allowed(broker, ctx, Op.DESCRIBE_CONFIGS, ResType.TOPIC,
+                                                      res.resource_name):
+            err, msg = Errors.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."   # KafkaApis
+        elif res.resource_type == BROKER and not allowed_cluster(broker, ctx, Op.DESCRIBE_CONFIGS):
+            err, msg = Errors.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+        elif res.resource_type == TOPIC:
             topic = broker.topics.get(res.resource_name)
             if topic is None:
                 try:  # a name that cannot be a topic's is INVALID_TOPIC_EXCEPTION, as in Kafka
@@ -106,9 +117,9 @@ async def handle_describe_configs(broker: Broker, ctx, req):
         else:
             err, msg = Errors.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}"
         keys = res.configuration_keys  # null or empty: every config (Kafka's ConfigHelper)
-        configs = [C(name=n, value=v, read_only=res.resource_type == BROKER, config_source=src,
-                     is_default=src == DEFAULT_CONFIG, is_sensitive=False, synonyms=[], config_type=ctype,
-                     documentation=None)
+        configs = [C(name=n, value=None if n in SENSITIVE else v, read_only=res.resource_type == BROKER,
+                     config_source=src, is_default=src == DEFAULT_CONFIG, is_sensitive=n in SENSITIVE, synonyms=[],
+                     config_type=ctype, documentation=None)
                    for n, v, src, ctype in entries if not keys or n in keys]
         # Kafka answers a described resource with an empty error message, not null.
         results.append(Res(error_code=err, error_message="" if msg is None else msg, resource_type=res.resource_type,

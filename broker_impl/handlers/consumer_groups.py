@@ -13,6 +13,8 @@ from . import handles
 from ..coordinators.consumer_group_manager import HeartbeatRequest
 from ..coordinators.group_metadata import group_id_valid
 from ..protocol.errors import Errors, KafkaError
+from ..server.authorizer import (GROUP_OPERATIONS, AclOperation as Op, ResourceType as Res, allowed,
+                                 authorized_operations)
 from .groups import _client_host
 from .metadata import NO_AUTHORIZED_OPS
 
@@ -23,16 +25,20 @@ if TYPE_CHECKING:
 #: consumer protocol.
 MEMBER_TYPE_CONSUMER = 1
 
-#: The AclOperation bits Kafka 4.3.1 reports for a consumer group when asked (measured: 3400):
-#: READ (3), DELETE (6), DESCRIBE (8), DESCRIBE_CONFIGS (10), ALTER_CONFIGS (11).
-_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
-
 
 @handles("ConsumerGroupHeartbeat")
 async def handle_consumer_group_heartbeat(broker: Broker, ctx, req):
     R = ctx.api.Response
     gc = broker.group_coordinator
-    not_here = gc.coordinator_error(req.group_id)
+    # KafkaApis.handleConsumerGroupHeartbeat: READ on the group, DESCRIBE on every subscribed
+    # topic (the code only: Kafka's error response carries no message).
+    not_here = None
+    if not allowed(broker, ctx, Op.READ, Res.GROUP, req.group_id):
+        not_here = Errors.GROUP_AUTHORIZATION_FAILED
+    elif any(not allowed(broker, ctx, Op.DESCRIBE, Res.TOPIC, t) for t in req.subscribed_topic_names or ()):
+        not_here = Errors.TOPIC_AUTHORIZATION_FAILED
+    else:
+        not_here = gc.coordinator_error(req.group_id)
     if not_here is not None:
         return R(throttle_time_ms=0, error_code=not_here, member_epoch=0, heartbeat_interval_ms=0)
     owned = None
@@ -64,7 +70,8 @@ async def handle_consumer_group_heartbeat(broker: Broker, ctx, req):
 def _answer_order(ids: list[str]) -> list[str]:
     """Kafka answers the invalid ids first (measured on 4.3.1); the others here in request
     order -- Kafka's order of those follows its coordinator threads (measured: neither the
-    request's nor the partitions' order), which nothing here reproduces."""
+    request's nor the partitions' order), which nothing here reproduces. (The groups one may
+    not DESCRIBE come before all of them: KafkaApis answers those itself.)"""
     return [g for g in ids if not group_id_valid(g)] + [g for g in ids if group_id_valid(g)]
 
 
@@ -81,8 +88,12 @@ async def handle_consumer_group_describe(broker: Broker, ctx, req):
         return A(topic_partitions=[A.TopicPartitions(topic_id=t, topic_name=names(t), partitions=sorted(ps))
                                    for t, ps in sorted(a.items()) if ps])
 
-    out = []
-    for gid in _answer_order(list(req.group_ids or ())):
+    ids = list(req.group_ids or ())
+    refused = [g for g in ids if not allowed(broker, ctx, Op.DESCRIBE, Res.GROUP, g)]
+    out = [G(error_code=Errors.GROUP_AUTHORIZATION_FAILED, group_id=g, group_state="", group_epoch=0,
+             assignment_epoch=0, assignor_name="", members=[], authorized_operations=NO_AUTHORIZED_OPS)
+           for g in refused]
+    for gid in _answer_order([g for g in ids if g not in refused]):
         error = gc.coordinator_error(gid)
         if error is None and not group_id_valid(gid):
             error = Errors.INVALID_GROUP_ID
@@ -109,7 +120,7 @@ async def handle_consumer_group_describe(broker: Broker, ctx, req):
                      assignment_epoch=g.assignment_epoch,
                      # the members' preferred assignor now: the default once they are gone (measured)
                      assignor_name=gc.consumer_manager.preferred_assignor(g), members=members,
-                     # No ACLs here: every operation is allowed when asked for.
-                     authorized_operations=_GROUP_OPERATIONS if req.include_authorized_operations
-                     else NO_AUTHORIZED_OPS))
+                     # measured on 4.3.1 without an authorizer: 3400, every group operation
+                     authorized_operations=authorized_operations(broker, ctx, Res.GROUP, gid, GROUP_OPERATIONS)
+                     if req.include_authorized_operations else NO_AUTHORIZED_OPS))
     return R(throttle_time_ms=0, groups=out)

@@ -37,6 +37,7 @@ import trio
 from . import handles
 from ..log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from ..protocol.errors import Errors, KafkaError
+from ..server.authorizer import AclOperation as Op, ResourceType as Res, allowed, allowed_cluster
 
 if TYPE_CHECKING:
     from ..server.broker import Broker
@@ -70,14 +71,23 @@ def _read_all(broker: Broker, ctx, req, endpoints: dict):
     total = 0
     out = []
     rm = broker.replica_manager
+    # KafkaApis: a follower needs CLUSTER_ACTION on the cluster (else every partition is
+    # TOPIC_AUTHORIZATION_FAILED), a consumer READ on each topic (after an unknown topic id)
+    follower_denied = follower and not allowed_cluster(broker, ctx, Op.CLUSTER_ACTION)
     for ft in req.topics:
         topic = broker.topics.by_id.get(bytes(ft.topic_id)) if by_id else broker.topics.get(ft.topic)
+        denied = follower_denied or not (follower or (by_id and topic is None) or allowed(
+            broker, ctx, Op.READ, Res.TOPIC, topic.name if topic is not None else ft.topic))
         parts = []
         for fp in ft.partitions:
             pr = P(partition_index=fp.partition, error_code=0, high_watermark=-1, last_stable_offset=-1,
                    log_start_offset=-1, aborted_transactions=None if not committed else [],
                    preferred_read_replica=-1, records=b"")
             parts.append(pr)
+            if denied:
+                pr.error_code = Errors.TOPIC_AUTHORIZATION_FAILED
+                pr.aborted_transactions = []
+                continue
             if topic is None or not 0 <= fp.partition < len(topic.partitions):
                 # Kafka 4.3.1 (measured): an unknown partition of a known topic id is
                 # UNKNOWN_TOPIC_OR_PARTITION, and either answer carries an empty aborted list

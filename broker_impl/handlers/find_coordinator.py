@@ -19,6 +19,7 @@ from . import handles
 from ..coordinators.group_store import OFFSETS_TOPIC
 from ..coordinators.transaction_log import TRANSACTION_STATE_TOPIC
 from ..protocol.errors import Errors
+from ..server.authorizer import AclOperation as Op, ResourceType as Res, allowed
 
 if TYPE_CHECKING:
     from ..server.broker import Broker
@@ -29,8 +30,13 @@ FOUND = "NONE"  # Errors.NONE.message(), what Kafka puts in error_message of a f
 NOT_FOUND = (-1, "", -1)
 
 
-async def _lookup(broker: Broker, key_type: int, key: str) -> tuple[Errors, str | None, tuple[int, str, int]]:
+async def _lookup(broker: Broker, ctx, key_type: int, key: str) -> tuple[Errors, str | None, tuple[int, str, int]]:
     """(error, message, (node id, host, port)) of the coordinator of ``key``."""
+    # KafkaApis.getCoordinator: DESCRIBE on the group / transactional id, Errors' own message
+    if key_type == GROUP and not allowed(broker, ctx, Op.DESCRIBE, Res.GROUP, key):
+        return Errors.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.", NOT_FOUND
+    if key_type == TRANSACTION and not allowed(broker, ctx, Op.DESCRIBE, Res.TRANSACTIONAL_ID, key):
+        return Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Transactional Id authorization failed.", NOT_FOUND
     if key_type == GROUP:
         topic_name = OFFSETS_TOPIC
     elif key_type == TRANSACTION:
@@ -61,8 +67,10 @@ async def handle_find_coordinator(broker: Broker, ctx, req):
     if ctx.version >= 4:
         out = []
         for key in req.coordinator_keys or ():
-            err, msg, (node, host, port) = await _lookup(broker, key_type, key)
-            out.append(R.Coordinator(key=key, node_id=node, host=host, port=port, error_code=err, error_message="" if err is Errors.NONE else msg))
+            err, msg, (node, host, port) = await _lookup(broker, ctx, key_type, key)
+            if err in (Errors.NONE, Errors.GROUP_AUTHORIZATION_FAILED, Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED):
+                msg = ""   # Kafka 4.3.1 (measured) sets no message for these in a batched answer
+            out.append(R.Coordinator(key=key, node_id=node, host=host, port=port, error_code=err, error_message=msg))
         return R(throttle_time_ms=0, coordinators=out)
-    err, msg, (node, host, port) = await _lookup(broker, key_type, req.key)
+    err, msg, (node, host, port) = await _lookup(broker, ctx, key_type, req.key)
     return R(throttle_time_ms=0, error_code=err, error_message=msg, node_id=node, host=host, port=port)

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 from . import handles
 from ..protocol.errors import Errors, KafkaError
+from ..server.authorizer import (AclOperation as Op, ResourceType as Res, allowed, allowed_by_resource_type,
+                                 allowed_cluster)
 
 if TYPE_CHECKING:
     from ..server.broker import Broker
@@ -19,6 +21,15 @@ if TYPE_CHECKING:
 @handles("InitProducerId", max_version=5)
 async def handle_init_producer_id(broker: Broker, ctx, req):
     R = ctx.api.Response
+    # KafkaApis: WRITE on the transactional id; an idempotent producer needs IDEMPOTENT_WRITE on
+    # the cluster or WRITE on some topic (authorizeByResourceType)
+    if req.transactional_id is not None:
+        if not allowed(broker, ctx, Op.WRITE, Res.TRANSACTIONAL_ID, req.transactional_id):
+            return R(throttle_time_ms=0, error_code=Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1,
+                     producer_epoch=-1)
+    elif not (allowed_cluster(broker, ctx, Op.IDEMPOTENT_WRITE)
+              or allowed_by_resource_type(broker, ctx, Op.WRITE, Res.TOPIC)):
+        return R(throttle_time_ms=0, error_code=Errors.CLUSTER_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1)
     if req.transactional_id is None:
         try:
             pid = broker.producer_ids.generate()

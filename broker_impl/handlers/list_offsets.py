@@ -21,6 +21,7 @@ from . import handles
 from ..log import EARLIEST_TIMESTAMP as EARLIEST
 from ..log import LATEST_TIMESTAMP as LATEST
 from ..protocol.errors import Errors, KafkaError
+from ..server.authorizer import AclOperation as Op, ResourceType as Res, allowed
 
 if TYPE_CHECKING:
     from ..server.broker import Broker
@@ -45,10 +46,14 @@ async def handle_list_offsets(broker: Broker, ctx, req):
     out = []
     for t in req.topics:
         topic = broker.topics.get(t.name)
+        describable = allowed(broker, ctx, Op.DESCRIBE, Res.TOPIC, t.name)   # KafkaApis, before all else
         parts = []
         for p in t.partitions:
             pr = P(partition_index=p.partition_index, error_code=0, timestamp=-1, offset=-1, leader_epoch=-1)
             parts.append(pr)
+            if not describable:
+                pr.error_code = Errors.TOPIC_AUTHORIZATION_FAILED
+                continue
             if topic is None or not 0 <= p.partition_index < len(topic.partitions):
                 pr.error_code = Errors.UNKNOWN_TOPIC_OR_PARTITION
                 continue

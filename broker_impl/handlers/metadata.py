@@ -16,13 +16,18 @@ from typing import TYPE_CHECKING
 
 from . import handles
 from ..cluster.topics import validate_topic_name
+from ..coordinators.group_store import OFFSETS_TOPIC
+from ..coordinators.transaction_log import TRANSACTION_STATE_TOPIC
 from ..protocol.errors import Errors, KafkaError
+from ..server.authorizer import (CLUSTER_NAME, CLUSTER_OPERATIONS, TOPIC_OPERATIONS, AclOperation as Op,
+                                 ResourceType as Res, allowed, allowed_cluster, authorized_operations)
 
 if TYPE_CHECKING:
     from ..server.broker import Broker
 
 ZERO_UUID = b"\x00" * 16
 NO_AUTHORIZED_OPS = -2147483648
+INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
 
 
 def topic_metadata(R, broker: Broker, topic, error=Errors.NONE):
@@ -51,7 +56,8 @@ async def handle_metadata(broker: Broker, ctx, req):
                  cluster_authorized_operations=NO_AUTHORIZED_OPS,
                  topics=[T(error_code=Errors.INVALID_REQUEST, name=rt.name or "", topic_id=bytes(rt.topic_id),
                            partitions=[], topic_authorized_operations=NO_AUTHORIZED_OPS) for rt in req.topics])
-    if req.topics is None or (ctx.version == 0 and not req.topics):
+    all_topics = req.topics is None or (ctx.version == 0 and not req.topics)
+    if all_topics:
         wanted = [(t.name, None) for t in broker.topics.topics.values()]
     else:
         wanted = []
@@ -65,6 +71,13 @@ async def handle_metadata(broker: Broker, ctx, req):
                     continue
                 name = t.name
             wanted.append((name, rt))
+    wanted, refused = _authorized(broker, ctx, R, wanted, all_topics, auto_create)
+
+    def topic_ops(name: str) -> int:
+        if ctx.version < 8 or not req.include_topic_authorized_operations:
+            return NO_AUTHORIZED_OPS
+        return authorized_operations(broker, ctx, Res.TOPIC, name, TOPIC_OPERATIONS)
+
     for name, _ in wanted:
         topic = broker.topics.get(name)
         error = Errors.NONE
@@ -84,7 +97,8 @@ async def handle_metadata(broker: Broker, ctx, req):
                      topic_id=topic.topic_id if topic is not None else ZERO_UUID,
                      is_internal=bool(topic and topic.internal),
                      partitions=topic_metadata(R, broker, topic, error),
-                     topic_authorized_operations=NO_AUTHORIZED_OPS))
+                     topic_authorized_operations=topic_ops(name)))
+    out += refused
     rm = broker.replica_manager
     return R(
         throttle_time_ms=0,
@@ -92,6 +106,41 @@ async def handle_metadata(broker: Broker, ctx, req):
         cluster_id=broker.cluster_id,
         controller_id=rm.controller_id(),
         topics=out,
-        cluster_authorized_operations=NO_AUTHORIZED_OPS,
+        cluster_authorized_operations=_cluster_ops(broker, ctx, req),
         error_code=0,
     )
+
+
+def _authorized(broker: Broker, ctx, R, wanted, all_topics: bool, auto_create: bool):
+    """KafkaApis' checks: DESCRIBE on each topic (a topic refused is left out of an all-topics
+    answer, else TOPIC_AUTHORIZATION_FAILED without its id -- named by id: without its name),
+    CREATE on the cluster or the topic for one to be created. (the kept, the refused answers)"""
+    if broker.authorizer is None:
+        return wanted, []
+    T = R.MetadataResponseTopic
+    kept, no_create, no_describe = [], [], []
+    for name, rt in wanted:
+        if not allowed(broker, ctx, Op.DESCRIBE, Res.TOPIC, name):
+            if all_topics:
+                continue
+            by_id = rt is not None and bytes(rt.topic_id) != ZERO_UUID
+            no_describe.append(T(error_code=Errors.TOPIC_AUTHORIZATION_FAILED, name=None if by_id else name,
+                                 topic_id=bytes(rt.topic_id) if by_id else ZERO_UUID, is_internal=False,
+                                 partitions=[], topic_authorized_operations=NO_AUTHORIZED_OPS))
+        elif auto_create and broker.topics.get(name) is None and not allowed_cluster(broker, ctx, Op.CREATE) \
+                and not allowed(broker, ctx, Op.CREATE, Res.TOPIC, name):
+            no_create.append(T(error_code=Errors.TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=ZERO_UUID,
+                               is_internal=name in INTERNAL_TOPICS, partitions=[],
+                               topic_authorized_operations=NO_AUTHORIZED_OPS))
+        else:
+            kept.append((name, rt))
+    return kept, no_create + no_describe
+
+
+def _cluster_ops(broker: Broker, ctx, req) -> int:
+    """v8-10, when asked: the cluster's operations one may do, 0 without DESCRIBE on it."""
+    if not 8 <= ctx.version <= 10 or not req.include_cluster_authorized_operations:
+        return NO_AUTHORIZED_OPS
+    if not allowed_cluster(broker, ctx, Op.DESCRIBE):
+        return 0
+    return authorized_operations(broker, ctx, Res.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)

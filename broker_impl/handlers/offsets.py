@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 
 from . import handles
 from ..protocol.errors import Errors
+from ..server.authorizer import AclOperation as Op, ResourceType as Res, allowed
+from .groups import group_denied
 from .metadata import ZERO_UUID
 
 if TYPE_CHECKING:
@@ -45,8 +47,13 @@ async def handle_offset_commit(broker: Broker, ctx, req):
     v = ctx.version
     entries = []
     resolved = []
+    refused = group_denied(broker, ctx, req.group_id)
     for td in req.topics or ():
         name, tid, err = _resolve(broker, v, 10, td.name, td.topic_id)
+        if refused is not None:
+            err = refused    # KafkaApis: READ on the group, else every partition refused
+        elif name is not None and not allowed(broker, ctx, Op.READ, Res.TOPIC, name):
+            err = Errors.TOPIC_AUTHORIZATION_FAILED
         resolved.append((td, name, tid, err))
         if err is Errors.NONE:
             for pd in td.partitions or ():
@@ -78,10 +85,29 @@ async def handle_offset_commit(broker: Broker, ctx, req):
     return R(throttle_time_ms=0, topics=out)
 
 
-async def _fetch_group(broker: Broker, version: int, group_id: str, topics, require_stable: bool,
+async def _fetch_group(broker: Broker, ctx, group_id: str, topics, require_stable: bool,
                        member_id: str | None = None, member_epoch: int = -1):
     """Run one group's fetch; returns (group error, [(name, topic_id, [(p, off, epoch, md, err)])]).
-    require_stable reads after the group's pending writes (GroupCoordinator.await_stable)."""
+    require_stable reads after the group's pending writes (GroupCoordinator.await_stable).
+    KafkaApis: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED), on each topic (a topic
+    refused is left out of an all-topics fetch, else its partitions are TOPIC_AUTHORIZATION_FAILED,
+    after the others)."""
+    if not allowed(broker, ctx, Op.DESCRIBE, Res.GROUP, group_id):
+        return Errors.GROUP_AUTHORIZATION_FAILED, []
+    err, out = await _fetch_offsets(broker, ctx.version, group_id, topics, require_stable, member_id, member_epoch)
+    if broker.authorizer is None or err is not Errors.NONE:
+        return err, out
+    kept, refused = [], []
+    for name, tid, parts in out:
+        if name is None or allowed(broker, ctx, Op.DESCRIBE, Res.TOPIC, name):
+            kept.append((name, tid, parts))
+        elif topics is not None:
+            refused.append((name, tid, [(p[0], -1, -1, "", Errors.TOPIC_AUTHORIZATION_FAILED) for p in parts]))
+    return err, kept + refused
+
+
+async def _fetch_offsets(broker: Broker, version: int, group_id: str, topics, require_stable: bool,
+                         member_id: str | None, member_epoch: int):
     gc = broker.group_coordinator
     by_id = version >= 10
     not_here = gc.coordinator_error(group_id)
@@ -137,7 +163,7 @@ async def handle_offset_fetch(broker: Broker, ctx, req):
         groups = []
         for g in req.groups or ():
             # v9+: a KIP-848 member names itself and its epoch (checked for consumer groups only)
-            err, res = await _fetch_group(broker, v, g.group_id, g.topics, require_stable,
+            err, res = await _fetch_group(broker, ctx, g.group_id, g.topics, require_stable,
                                           g.member_id if v >= 9 else None, g.member_epoch if v >= 9 else -1)
             topics = [] if err is not Errors.NONE else [
                 T(name=name or "", topic_id=tid,
@@ -151,7 +177,7 @@ async def handle_offset_fetch(broker: Broker, ctx, req):
     topics_req = req.topics
     if topics_req is None and v < 2:
         topics_req = []
-    err, res = await _fetch_group(broker, v, req.group_id, topics_req, require_stable)
+    err, res = await _fetch_group(broker, ctx, req.group_id, topics_req, require_stable)
     if err is not Errors.NONE:
         if v >= 2:
             return R(throttle_time_ms=0, topics=[], error_code=err)
@@ -173,10 +199,14 @@ async def handle_offset_delete(broker: Broker, ctx, req):
     R = ctx.api.Response
     T = R.OffsetDeleteResponseTopic
     P = T.OffsetDeleteResponsePartition
+    # KafkaApis: DELETE on the group, then READ on each topic
+    if not allowed(broker, ctx, Op.DELETE, Res.GROUP, req.group_id):
+        return R(error_code=Errors.GROUP_AUTHORIZATION_FAILED, throttle_time_ms=0, topics=[])
+    readable = {td.name for td in req.topics or () if allowed(broker, ctx, Op.READ, Res.TOPIC, td.name)}
     wanted = []
     for td in req.topics or ():
         wanted.extend((td.name, pd.partition_index) for pd in td.partitions or ()
-                      if broker.topics.partition(td.name, pd.partition_index) is not None)
+                      if td.name in readable and broker.topics.partition(td.name, pd.partition_index) is not None)
     gc = broker.group_coordinator
     err = gc.coordinator_error(req.group_id) or Errors.NONE
     results = {}
@@ -190,7 +220,8 @@ async def handle_offset_delete(broker: Broker, ctx, req):
     for td in req.topics or ():
         topics.append(T(name=td.name, partitions=[
             P(partition_index=pd.partition_index,
-              error_code=results.get((td.name, pd.partition_index), Errors.NONE)
+              error_code=Errors.TOPIC_AUTHORIZATION_FAILED if td.name not in readable
+              else results.get((td.name, pd.partition_index), Errors.NONE)
               if broker.topics.partition(td.name, pd.partition_index) is not None
               else Errors.UNKNOWN_TOPIC_OR_PARTITION)
             for pd in td.partitions or ()]))

@@ -30,19 +30,24 @@ from . import handles
 from ..cluster.append import PartitionResponse, TransactionSupportedOperation, TxnVerification
 from ..cluster.partition import Partition
 from ..log.producer_state import AppendOrigin
+from ..log.records import BatchHeader
 from ..protocol.codegen import ProtocolError
 from ..protocol.errors import Errors
+from ..server.authorizer import AclOperation as Op, ResourceType as Res, allowed
 
 if TYPE_CHECKING:
     from ..server.broker import Broker
 
 _VALID_ACKS = (0, 1, -1)
+BATCH_HEADER_SIZE = 61
 
 
-def _refused(acks: int, topic, pd, by_id: bool) -> PartitionResponse | None:
+def _refused(acks: int, topic, pd, by_id: bool, may_write) -> PartitionResponse | None:
     """The request's own refusal of one of its partitions (None: it goes to the append)."""
     if acks not in _VALID_ACKS:
         return PartitionResponse(Errors.INVALID_REQUIRED_ACKS)
+    if not may_write(topic):
+        return PartitionResponse(Errors.TOPIC_AUTHORIZATION_FAILED)
     if topic is None:
         return PartitionResponse(Errors.UNKNOWN_TOPIC_ID if by_id else Errors.UNKNOWN_TOPIC_OR_PARTITION)
     if topic.internal:
@@ -57,13 +62,22 @@ def _refused(acks: int, topic, pd, by_id: bool) -> PartitionResponse | None:
 @handles("Produce", min_version=3, advertised_min=0)
 async def handle_produce(broker: Broker, ctx, req):
     by_id = ctx.version >= 13
+    tid = getattr(req, "transactional_id", None)
+    if broker.authorizer is not None and _has_transactional_records(req) and (
+            tid is None or not allowed(broker, ctx, Op.WRITE, Res.TRANSACTIONAL_ID, tid)):
+        # KafkaApis: transactional records need WRITE on the transactional id, else every
+        # partition of the request is refused
+        return _every_partition(ctx, req, Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     entries: dict[Partition, object] = {}
     requested = []          # per topic: its data, and per partition the Partition or its refusal
     for td in req.topic_data:
         topic = broker.topics.by_id.get(bytes(td.topic_id)) if by_id else broker.topics.get(td.name)
+        # WRITE on the topic (an unknown topic id is looked up first: no name to check)
+        writable = (by_id and topic is None) or allowed(broker, ctx, Op.WRITE, Res.TOPIC,
+                                                          topic.name if topic is not None else td.name)
         parts = []
         for pd in td.partition_data:
-            answer = _refused(req.acks, topic, pd, by_id)
+            answer = _refused(req.acks, topic, pd, by_id, lambda _t: writable)
             if answer is None:
                 answer = topic.partitions[pd.index]
                 entries[answer] = pd.records
@@ -71,7 +85,6 @@ async def handle_produce(broker: Broker, ctx, req):
         requested.append((td, parts))
     results = {}
     if entries:
-        tid = getattr(req, "transactional_id", None)
         verification = None if tid is None else TxnVerification(tid, TransactionSupportedOperation.for_produce(ctx.version))
         results = await broker.replica_manager.append_records(
             entries, acks=req.acks, timeout_ms=req.timeout_ms, origin=AppendOrigin.CLIENT, verification=verification,
@@ -99,3 +112,27 @@ async def handle_produce(broker: Broker, ctx, req):
                                   for index, a in parts])
            for td, parts in requested]
     return R(responses=out, throttle_time_ms=0, node_endpoints=list(endpoints.values()))
+
+
+def _has_transactional_records(req) -> bool:
+    """Kafka's RequestUtils.hasTransactionalRecords: the first batch of a partition is transactional."""
+    for td in req.topic_data:
+        for pd in td.partition_data:
+            if pd.records is not None and len(pd.records) >= BATCH_HEADER_SIZE and \
+                    BatchHeader.unpack(pd.records).is_transactional:
+                return True
+    return False
+
+
+def _every_partition(ctx, req, err: int):
+    """Kafka's ProduceRequest.getErrorResponse: the error on every partition of the request."""
+    if req.acks == 0:
+        return None
+    R = ctx.api.Response
+    T = R.TopicProduceResponse
+    P = T.PartitionProduceResponse
+    return R(throttle_time_ms=0, node_endpoints=[], responses=[
+        T(name=td.name, topic_id=td.topic_id, partition_responses=[
+            P(index=pd.index, error_code=err, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1)
+            for pd in td.partition_data])
+        for td in req.topic_data])

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from . import handles
 from .configs import topic_configs
 from ..protocol.errors import Errors, KafkaError
+from ..server.authorizer import AclOperation as Op, ResourceType as Res, allowed, allowed_cluster
 
 if TYPE_CHECKING:
     from ..server.broker import Broker
@@ -56,9 +57,13 @@ async def handle_create_topics(broker: Broker, ctx, req):
     R = ctx.api.Response
     results = []
     too_large = _request_limit(broker, req)
+    # KafkaApis/ControllerApis: CREATE on the cluster or on the topic
+    may_create = allowed_cluster(broker, ctx, Op.CREATE)
     for t in req.topics:
         res = R.CreatableTopicResult(name=t.name, error_code=0, error_message=None)
         try:
+            if not (may_create or allowed(broker, ctx, Op.CREATE, Res.TOPIC, t.name)):
+                raise KafkaError(Errors.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             if too_large:
                 raise KafkaError(Errors.POLICY_VIOLATION, too_large)
             n = t.num_partitions
@@ -123,12 +128,19 @@ async def handle_delete_topics(broker: Broker, ctx, req):
                                                           error_message="This server does not host this topic ID."))
                     continue
                 name = topic.name
+                if not allowed(broker, ctx, Op.DESCRIBE, Res.TOPIC, name):   # an id one may not see
+                    results.append(R.DeletableTopicResult(name=None, topic_id=bytes(t.topic_id),
+                                                          error_code=Errors.TOPIC_AUTHORIZATION_FAILED,
+                                                          error_message="Topic authorization failed."))
+                    continue
             targets.append(name)
     else:
         targets = list(req.topic_names)
     for name in targets:
         res = R.DeletableTopicResult(name=name, error_code=0)
         try:
+            if not allowed(broker, ctx, Op.DELETE, Res.TOPIC, name):   # KafkaApis, before existence
+                raise KafkaError(Errors.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
             if not broker.config.bool("delete.topic.enable"):
                 raise KafkaError(Errors.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
             if name.startswith("__"):

@@ -27,6 +27,7 @@ from ..coordinators.transaction_metadata import TV_0, TV_2
 from ..log import records as rec
 from ..log.producer_state import AppendOrigin
 from ..protocol.errors import Errors, KafkaError
+from ..server.authorizer import AclOperation as Op, ResourceType as Res, allowed, allowed_cluster
 
 if TYPE_CHECKING:
     from ..server.broker import Broker
@@ -46,6 +47,10 @@ async def handle_add_partitions_to_txn(broker: Broker, ctx, req):
     PR = TR.AddPartitionsToTxnPartitionResult
     v = ctx.version
     coordinator = broker.txn_coordinator
+    if v >= 4 and not allowed_cluster(broker, ctx, Op.CLUSTER_ACTION):
+        # v4+ come from brokers only (KafkaApis' authorizeClusterOperation)
+        return R(throttle_time_ms=0, error_code=Errors.CLUSTER_AUTHORIZATION_FAILED, results_by_topic_v3_and_below=[],
+                 results_by_transaction=[])
     if v < 4:
         txns = [(req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
                  req.v3_and_below_producer_epoch, False, req.v3_and_below_topics)]
@@ -56,11 +61,18 @@ async def handle_add_partitions_to_txn(broker: Broker, ctx, req):
     for tid, pid, epoch, verify_only, topics in txns:
         partitions = [(t.name, p) for t in topics for p in t.partitions]
         errors: dict = {}
+        # v0-3 come from clients: WRITE on the transactional id, then on each topic (but the
+        # internal ones), KafkaApis' order: unauthorized, unknown, not attempted
+        if v < 4 and not allowed(broker, ctx, Op.WRITE, Res.TRANSACTIONAL_ID, tid):
+            results.append((tid, _topic_results(TR, PR, partitions, Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)))
+            continue
+        denied = {tp for tp in partitions if v < 4 and not tp[0].startswith("__")
+                  and not allowed(broker, ctx, Op.WRITE, Res.TOPIC, tp[0])}
         unknown = {tp for tp in partitions if broker.topics.partition(*tp) is None}
-        if unknown:
+        if unknown or denied:
             # any bad partition fails the whole transaction's request
-            errors = {tp: Errors.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else Errors.OPERATION_NOT_ATTEMPTED
-                      for tp in partitions}
+            errors = {tp: Errors.TOPIC_AUTHORIZATION_FAILED if tp in denied else Errors.UNKNOWN_TOPIC_OR_PARTITION
+                      if tp in unknown else Errors.OPERATION_NOT_ATTEMPTED for tp in partitions}
         elif verify_only:
             errors = coordinator.verify_partitions(tid, pid, epoch, partitions)
         else:
@@ -68,10 +80,7 @@ async def handle_add_partitions_to_txn(broker: Broker, ctx, req):
             err = await coordinator.add_partitions(tid, pid, epoch, set(partitions), client_tv)
             err = _fenced_for(v, 2, err)
             errors = {tp: err for tp in partitions}
-        topic_results = [TR(name=t, results_by_partition=[PR(partition_index=p, partition_error_code=errors[(t, p)])
-                                                           for p in ps])
-                         for t, ps in by_topic(partitions).items()]
-        results.append((tid, topic_results))
+        results.append((tid, _topic_results(TR, PR, partitions, errors)))
     if v < 4:
         return R(throttle_time_ms=0, error_code=Errors.NONE, results_by_transaction=[],
                  results_by_topic_v3_and_below=results[0][1])
@@ -80,10 +89,22 @@ async def handle_add_partitions_to_txn(broker: Broker, ctx, req):
                                      for tid, tr in results])
 
 
+def _topic_results(TR, PR, partitions, errors):
+    """AddPartitionsToTxn's per topic results; ``errors``: by partition, or one for all."""
+    def error(tp):
+        return errors[tp] if isinstance(errors, dict) else errors
+    return [TR(name=t, results_by_partition=[PR(partition_index=p, partition_error_code=error((t, p))) for p in ps])
+            for t, ps in by_topic(partitions).items()]
+
+
 # ---------------------------------------------------------------- AddOffsetsToTxn
 @handles("AddOffsetsToTxn")
 async def handle_add_offsets_to_txn(broker: Broker, ctx, req):
     R = ctx.api.Response
+    if not allowed(broker, ctx, Op.WRITE, Res.TRANSACTIONAL_ID, req.transactional_id):
+        return R(throttle_time_ms=0, error_code=Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not allowed(broker, ctx, Op.READ, Res.GROUP, req.group_id):
+        return R(throttle_time_ms=0, error_code=Errors.GROUP_AUTHORIZATION_FAILED)
     coordinator = broker.txn_coordinator
     tp = coordinator.offsets_partition(req.group_id)
     err = await coordinator.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch, {tp}, TV_0)
@@ -94,6 +115,9 @@ async def handle_add_offsets_to_txn(broker: Broker, ctx, req):
 @handles("EndTxn")
 async def handle_end_txn(broker: Broker, ctx, req):
     R = ctx.api.Response
+    if not allowed(broker, ctx, Op.WRITE, Res.TRANSACTIONAL_ID, req.transactional_id):
+        return R(throttle_time_ms=0, error_code=Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1,
+                 producer_epoch=-1)
     client_tv = TV_2 if ctx.version > 4 else TV_0   # TransactionVersion.transactionVersionForEndTxn
     result = await broker.txn_coordinator.handle_end_transaction(
         req.transactional_id, req.producer_id, req.producer_epoch, req.committed, client_tv)
@@ -115,6 +139,11 @@ async def handle_write_txn_markers(broker: Broker, ctx, req):
     MR = R.WritableTxnMarkerResult
     TR = MR.WritableTxnMarkerTopicResult
     PR = TR.WritableTxnMarkerPartitionResult
+    if not (allowed_cluster(broker, ctx, Op.ALTER) or allowed_cluster(broker, ctx, Op.CLUSTER_ACTION)):
+        # KafkaApis: ALTER on the cluster, else CLUSTER_ACTION; the error on every partition
+        return R(markers=[MR(producer_id=m.producer_id, topics=[
+            TR(name=t.name, partitions=[PR(partition_index=p, error_code=Errors.CLUSTER_AUTHORIZATION_FAILED)
+                                        for p in t.partition_indexes]) for t in m.topics]) for m in req.markers])
     gc = broker.group_coordinator
     timeout_ms = broker.config.int("request.timeout.ms")
     out = []
@@ -168,10 +197,19 @@ async def handle_txn_offset_commit(broker: Broker, ctx, req):
 
     errors: dict = {}
     valid = {}
+    # KafkaApis: WRITE on the transactional id, READ on the group (the error on every
+    # partition), then READ on each topic
+    for op, rtype, name, err in ((Op.WRITE, Res.TRANSACTIONAL_ID, req.transactional_id,
+                                  Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+                                 (Op.READ, Res.GROUP, req.group_id, Errors.GROUP_AUTHORIZATION_FAILED)):
+        if not allowed(broker, ctx, op, rtype, name):
+            return answer({(t.name, p.partition_index): err for t in req.topics for p in t.partitions})
     for t in req.topics:
         for p in t.partitions:
             tp = (t.name, p.partition_index)
-            if broker.topics.partition(*tp) is None:
+            if not allowed(broker, ctx, Op.READ, Res.TOPIC, t.name):
+                errors[tp] = Errors.TOPIC_AUTHORIZATION_FAILED
+            elif broker.topics.partition(*tp) is None:
                 errors[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 valid[tp] = p
@@ -227,7 +265,16 @@ async def handle_txn_offset_commit(broker: Broker, ctx, req):
 async def handle_describe_transactions(broker: Broker, ctx, req):
     R = ctx.api.Response
     T = R.TransactionState
-    states = [broker.txn_coordinator.describe(tid, T) for tid in req.transactional_ids]
+    # KafkaApis: DESCRIBE on each transactional id; of the others' partitions only the topics
+    # one may DESCRIBE are listed
+    states = []
+    for tid in req.transactional_ids:
+        if not allowed(broker, ctx, Op.DESCRIBE, Res.TRANSACTIONAL_ID, tid):
+            states.append(T(error_code=Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, transactional_id=tid))
+            continue
+        state = broker.txn_coordinator.describe(tid, T)
+        state.topics = [t for t in state.topics if allowed(broker, ctx, Op.DESCRIBE, Res.TOPIC, t.topic)]
+        states.append(state)
     return R(throttle_time_ms=0, transaction_states=states)
 
 
@@ -246,8 +293,10 @@ async def handle_list_transactions(broker: Broker, ctx, req):
     err, unknown, rows = broker.txn_coordinator.list_transactions(set(req.producer_id_filters or ()),
                                                                   list(req.state_filters or ()), duration, pattern)
     TS = R.TransactionState
+    # KafkaApis: only the transactional ids one may DESCRIBE
     return R(throttle_time_ms=0, error_code=err, unknown_state_filters=unknown,
-             transaction_states=[TS(transactional_id=t, producer_id=p, transaction_state=s) for t, p, s in rows])
+             transaction_states=[TS(transactional_id=t, producer_id=p, transaction_state=s) for t, p, s in rows
+                                 if allowed(broker, ctx, Op.DESCRIBE, Res.TRANSACTIONAL_ID, t)])
 
 
 # ---------------------------------------------------------------- DescribeProducers
@@ -262,6 +311,12 @@ async def handle_describe_producers(broker: Broker, ctx, req):
         parts = []
         for p in t.partition_indexes:
             part = broker.topics.partition(t.name, p)
+            if broker.authorizer is not None and _valid_topic_name(t.name) and \
+                    not allowed(broker, ctx, Op.READ, Res.TOPIC, t.name):
+                # KafkaApis: READ on the topic, after the name's validity
+                parts.append(PResp(partition_index=p, error_code=Errors.TOPIC_AUTHORIZATION_FAILED,
+                                   error_message="Topic authorization failed.", active_producers=[]))
+                continue
             if part is None:
                 try:  # a name that cannot be a topic's is INVALID_TOPIC_EXCEPTION, as in Kafka
                     validate_topic_name(t.name)
@@ -279,3 +334,11 @@ async def handle_describe_producers(broker: Broker, ctx, req):
                                active_producers=producers))
         topics.append(TResp(name=t.name, partitions=parts))
     return R(throttle_time_ms=0, topics=topics)
+
+
+def _valid_topic_name(name: str) -> bool:
+    try:
+        validate_topic_name(name)
+    except KafkaError:
+        return False
+    return True

@@ -41,6 +41,7 @@ from ..log.partition_log import PartitionLog
 from ..protocol.errors import Errors
 from .add_partitions_manager import AddPartitionsToTxnManager
 from .authenticator import SaslUsers
+from .authorizer import StandardAuthorizer
 from .broker_lifecycle import CONTROLLED_SHUTDOWN_RECHECK_S, BrokerLifecycleManager, ControllerUnavailable
 from .connection import LocalRequests, serve_connection
 from .controller_server import ControllerServer
@@ -76,6 +77,7 @@ class Broker:
             raise ConfigError("a broker of a cluster serves PLAINTEXT listeners only: its replication "
                               "and controller connections do not speak TLS or SASL")
         self.sasl_users = SaslUsers(config) if any(x.sasl for x in self.listeners) else None
+        self.authorizer = StandardAuthorizer.from_config(config, self.data_dir, self.is_cluster)
         self.replica_manager = ReplicaManager(self)
         self.topics = TopicRegistry(self.data_dir, lambda d, c: _open_partition_log(d, c, config),
                                     self.replica_manager.new_partition, creates_topics=not self.is_cluster)

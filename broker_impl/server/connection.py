@@ -40,6 +40,7 @@ from ..protocol.framing import FrameBuffer, FrameError
 from ..protocol.messages import API, REQUEST_HEADER
 from ..protocol.stream_io import receive_some, send_all
 from .authenticator import AuthenticationClose, new_authenticator
+from .authorizer import BROKER_PRINCIPAL
 from .context import RequestContext
 from .listeners import ANONYMOUS, Listener, secure
 
@@ -238,7 +239,7 @@ class LocalRequests:
     async def send(self, api_name: str, version: int, client_id: str, body):
         handler = HANDLERS[API[api_name].key]
         ctx = RequestContext(handler.api, version, next(self._correlation_ids) & 0x7FFFFFFF, client_id,
-                             f"{self.broker.host}:local", self.connection_id)
+                             f"{self.broker.host}:local", self.connection_id, BROKER_PRINCIPAL)
         try:
             return await _answer(self.broker, handler, ctx, body)
         except CloseConnection as exc:

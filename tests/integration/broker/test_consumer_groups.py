@@ -9,7 +9,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from broker_impl.protocol.errors import Errors
@@ -538,3 +538,39 @@ def test_static_member_leaves_for_now_and_its_instance_comes_back(broker):
         assert (r.error_code, r.error_message) == (Errors.FENCED_INSTANCE_ID,
                                                    "Static member s1 with instance id i1 was fenced by member s2.")
         assert [m.member_id for m in _describe(broker.bootstrap, group).members] == ["s2"]
+
+
+def test_kip848_consumer_needs_read_on_the_group_with_acls(broker_factory):
+    """With ACLs on (test_acls' secured broker): a group.protocol=consumer member without READ on
+    the group reads GROUP_AUTHORIZATION_FAILED; with it (and READ on the topic) it consumes.
+    Embedded broker only: KafkaApis' checks, not measured on Kafka here."""
+    from confluent_kafka.admin import AclOperation, AdminClient, ResourceType
+
+    from .test_acls import SECURED, _acl, _conf, _grant
+    b = broker_factory(SECURED)
+    admin = AdminClient(_conf(b, "admin"))
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    p = Producer(_conf(b, "admin"))
+    for i in range(3):
+        p.produce(topic, value=b"v%d" % i)
+    assert p.flush(20) == 0
+    _grant(admin, _acl(ResourceType.TOPIC, topic, "bob", AclOperation.READ))
+
+    def consume(limit_s: float = 20):
+        got, errors = [], []
+        c = Consumer(_conf(b, "bob", **{"group.id": group, "group.protocol": "consumer",
+                                       "auto.offset.reset": "earliest", "enable.auto.commit": False}))
+        c.subscribe([topic])
+        deadline = time.monotonic() + limit_s
+        try:
+            while len(got) < 3 and not errors and time.monotonic() < deadline:
+                m = c.poll(0.5)
+                if m is not None:
+                    (errors if m.error() else got).append(m.error() or m.value())
+        finally:
+            c.close()
+        return got, [e.code() for e in errors]
+
+    assert consume() == ([], [KafkaError.GROUP_AUTHORIZATION_FAILED])
+    _grant(admin, _acl(ResourceType.GROUP, group, "bob", AclOperation.READ))
+    assert consume() == ([b"v0", b"v1", b"v2"], [])
