@@ -39,6 +39,13 @@ DEFAULTS: dict[str, str] = {
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",
     "group.max.size": "2147483647",
+    # KIP-848 consumer groups (ConsumerGroupHeartbeat): Kafka's names and defaults
+    "group.consumer.session.timeout.ms": "45000",
+    "group.consumer.heartbeat.interval.ms": "5000",
+    "group.consumer.max.size": "2147483647",
+    "group.consumer.assignors": "uniform,range",
+    # a group's target assignment is recomputed at most this often (Kafka 4.3; measured)
+    "group.consumer.assignment.interval.ms": "1000",
     "transaction.state.log.num.partitions": "50",
     "transaction.state.log.replication.factor": "3",
     "transaction.state.log.min.isr": "2",

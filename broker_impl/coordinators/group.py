@@ -38,6 +38,8 @@ from ..log import records as rec
 from ..protocol.errors import Errors, KafkaError
 from .group_metadata import JoinResult, SyncResult, group_id_valid, now_ms
 from .group_metadata_manager import DescribedGroup, GroupMetadataManager
+from .consumer_group_records import ConsumerGroupRecord
+from .consumer_group_manager import ConsumerGroupManager, HeartbeatRequest, HeartbeatResult
 from .group_records import OffsetRecord, UnknownRecord, decode_record
 from .group_store import OFFSETS_TOPIC, OffsetsTopic, append_error_to_response
 from .group_timer import CoordinatorTimer
@@ -58,6 +60,8 @@ class GroupCoordinator:
         self.timer = CoordinatorTimer()
         self.group_manager = GroupMetadataManager(config, self.store, self.timer)
         self.offset_manager = OffsetMetadataManager(config, self.store, self.group_manager)
+        self.consumer_manager = ConsumerGroupManager(config, topics, self.timer, self.group_manager, self.store)
+        self.group_manager.consumer_groups = self.consumer_manager.groups
         #: The __consumer_offsets partitions coordinated here; None: all of them (one node).
         self.owned: set[int] | None = None
         #: Per __consumer_offsets partition, the transaction markers appended there whose
@@ -86,9 +90,10 @@ class GroupCoordinator:
         """A one-node broker's controlled shutdown: no partition is led any more, so every
         group answers NOT_COORDINATOR until the broker stops."""
         self.owned = set()
-        gone = set(self.group_manager.groups) | set(self.offset_manager.offsets)
+        gone = set(self.group_manager.groups) | set(self.offset_manager.offsets) | set(self.consumer_manager.groups)
         for group_id in gone:
             self.group_manager.unload(group_id)
+            self.consumer_manager.unload(group_id)
             self.offset_manager.unload(group_id)
         log.info("no longer coordinating any group (%d groups): shutting down", len(gone))
 
@@ -103,9 +108,11 @@ class GroupCoordinator:
         if self.owned is None or partition not in self.owned:
             return
         self.owned.discard(partition)
-        gone = [g for g in self.group_manager.groups if self.store.partition_for(g) == partition]
+        gone = [g for g in {*self.group_manager.groups, *self.consumer_manager.groups}
+                if self.store.partition_for(g) == partition]
         for group_id in gone:
             self.group_manager.unload(group_id)
+            self.consumer_manager.unload(group_id)
             self.offset_manager.unload(group_id)
         log.info("no longer coordinating the groups of %s-%d (%d groups)", OFFSETS_TOPIC, partition, len(gone))
 
@@ -168,6 +175,7 @@ class GroupCoordinator:
         without group metadata belong to a "simple" group (standalone commits), which is
         created."""
         groups: dict[str, object] = {}
+        consumer_groups: dict[str, dict[bytes, ConsumerGroupRecord]] = {}
         n = 0
         for _partition, h, records in self.store.replay(partitions):
             if h.is_control:
@@ -189,30 +197,49 @@ class GroupCoordinator:
                 n += 1
                 if isinstance(parsed, OffsetRecord):
                     self.offset_manager.replay(parsed, h.producer_id if h.is_transactional else None)
+                elif isinstance(parsed, ConsumerGroupRecord):
+                    by_key = consumer_groups.setdefault(parsed.group, {})
+                    if parsed.value is None:
+                        by_key.pop(parsed.key, None)
+                    else:
+                        by_key[parsed.key] = parsed
                 else:
                     groups[parsed.group] = parsed.value
         self.offset_manager.on_loaded()
         self.group_manager.load(groups)
+        self.consumer_manager.load(consumer_groups)
         for group_id in self.offset_manager.group_ids():
-            self.group_manager.get_or_create_simple_group(group_id)
+            if group_id not in self.consumer_manager.groups:
+                self.group_manager.get_or_create_simple_group(group_id)
         if n:
             log.info("loaded %d records: %d groups, %d groups with offsets", n, len(self.group_manager.groups),
                      len(self.offset_manager.group_ids()))
 
     # ------------------------------------------------------------------ classic groups
+    # A classic request for a KIP-848 consumer group: Kafka 4.3 lets classic members join a
+    # consumer group (group.consumer.migration.policy); this broker does not (docs/groups.md), so
+    # JoinGroup reads INCONSISTENT_GROUP_PROTOCOL and the member-bound requests UNKNOWN_MEMBER_ID.
     async def join_group(self, **request) -> JoinResult:
         """JoinGroup: see :meth:`GroupMetadataManager.join_group`."""
+        if request["group_id"] in self.consumer_manager.groups:
+            return JoinResult(Errors.INCONSISTENT_GROUP_PROTOCOL, request["member_id"])
         return await self.group_manager.join_group(**request)
 
     async def sync_group(self, **request) -> SyncResult:
         """SyncGroup: see :meth:`GroupMetadataManager.sync_group`."""
+        if request["group_id"] in self.consumer_manager.groups:
+            return SyncResult(Errors.UNKNOWN_MEMBER_ID)
         return await self.group_manager.sync_group(**request)
 
     def heartbeat(self, **request) -> Errors:
         """Heartbeat: see :meth:`GroupMetadataManager.heartbeat`."""
+        if request["group_id"] in self.consumer_manager.groups:
+            return Errors.UNKNOWN_MEMBER_ID
         return self.group_manager.heartbeat(**request)
 
     def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[Errors, list[Errors]]:
+        if group_id in self.consumer_manager.groups:
+            return Errors.NONE, [Errors.UNKNOWN_MEMBER_ID] * len(members)
         return self.group_manager.leave_group(group_id, members)
 
     def describe_group(self, group_id: str, api_version: int) -> DescribedGroup:
@@ -220,11 +247,34 @@ class GroupCoordinator:
 
     def list_groups(self, states_filter: list[str] | None = None,
                     types_filter: list[str] | None = None) -> list[tuple[str, str, str, str]]:
-        return self.group_manager.list_groups(states_filter, types_filter)
+        """Classic and consumer groups, each with its type."""
+        return self.group_manager.list_groups(states_filter, types_filter) + self.consumer_manager.list(
+            {s.lower() for s in states_filter or ()}, {t.lower() for t in types_filter or ()})
+
+    # ------------------------------------------------------------------ KIP-848 consumer groups
+    def consumer_group_heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat: see :meth:`ConsumerGroupManager.heartbeat`."""
+        return self.consumer_manager.heartbeat(request)
+
+    def consumer_group(self, group_id: str):
+        """The consumer group of ``group_id`` for ConsumerGroupDescribe (KafkaError: GROUP_ID_NOT_FOUND)."""
+        return self.consumer_manager.group(group_id)
 
     def delete_group(self, group_id: str) -> Errors:
         """DeleteGroups for one group: only an Empty group (or one with just offsets) can go;
         its offsets and metadata get tombstones, in one batch (Kafka's ``deleteGroups``)."""
+        err = self.consumer_manager.delete(group_id)
+        if err is not None:        # a consumer group: its records and offsets go in one batch
+            if err is not Errors.NONE:
+                return err
+            try:
+                self.store.append(group_id, self.offset_manager.tombstones(group_id)
+                                  + self.consumer_manager.tombstones(group_id))
+            except KafkaError as exc:
+                return append_error_to_response(exc.error)
+            self.offset_manager.forget_group(group_id)
+            self.consumer_manager.remove(group_id)
+            return Errors.NONE
         err = self.group_manager.validate_delete_group(group_id)
         if err is not Errors.NONE:
             return err
@@ -242,8 +292,9 @@ class GroupCoordinator:
         """OffsetCommit: see :meth:`OffsetMetadataManager.commit_offsets`."""
         return self.offset_manager.commit_offsets(**request)
 
-    def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None, require_stable: bool):
-        return self.offset_manager.fetch_offsets(group_id, topics, require_stable)
+    def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None, require_stable: bool,
+                      member_id: str | None = None, member_epoch: int = -1):
+        return self.offset_manager.fetch_offsets(group_id, topics, require_stable, member_id, member_epoch)
 
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[Errors, dict]:
         return self.offset_manager.delete_offsets(group_id, partitions)

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from ..protocol.errors import Errors, KafkaError
 from .classic_rebalance import ClassicRebalance
+from .consumer_group import ConsumerGroup
 from .group_metadata import (
     UNKNOWN_MEMBER_ID, ClassicGroup, ClassicGroupMember, GroupState, JoinResult, SyncResult, Waiter,
     group_id_valid,
@@ -74,6 +75,8 @@ class GroupMetadataManager:
         self.config = config
         self.store = store
         self.groups: dict[str, ClassicGroup] = {}
+        #: The KIP-848 consumer groups (ConsumerGroupManager's): one group id space with these.
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.rebalance = ClassicRebalance(config, store, timer, self.groups)
 
     # ------------------------------------------------------------------ configuration
@@ -105,6 +108,21 @@ class GroupMetadataManager:
 
     def reschedule_heartbeat(self, group: ClassicGroup, member: ClassicGroupMember) -> None:
         self.rebalance.reschedule_heartbeat(group, member)
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        """The KIP-848 consumer group of ``group_id`` (its manager shares this dict), if any."""
+        return self.consumer_groups.get(group_id)
+
+    def forget_empty_group(self, group_id: str) -> None:
+        """An Empty classic group gives way to a consumer group of the same id (Kafka's
+        ``maybeDeleteEmptyClassicGroup``): its tombstone is written, its offsets stay."""
+        try:
+            self.store.append(group_id, [self.tombstone(group_id)])
+        except KafkaError as exc:
+            log.warning("failed to write the tombstone of classic group %s: %s", group_id, exc)
+        group = self.groups.pop(group_id, None)
+        if group is not None:
+            group.transition_to(GroupState.DEAD)
 
     # ------------------------------------------------------------------ lifecycle
     def load(self, values: dict[str, object]) -> None:
@@ -384,8 +402,9 @@ class GroupMetadataManager:
         group = self.groups.get(group_id)
         if group is None or group.is_in(GroupState.DEAD):
             if api_version >= 6:   # KIP-1043
+                what = "is not a classic group" if group_id in self.consumer_groups else "not found"
                 return DescribedGroup(group_id, Errors.GROUP_ID_NOT_FOUND, GroupState.DEAD.value, "", "", [],
-                                      f"Group {group_id} not found.")
+                                      f"Group {group_id} {what}.")
             return DescribedGroup(group_id, Errors.NONE, GroupState.DEAD.value, "", "", [])
         stable = group.is_in(GroupState.STABLE)
         members = [DescribedMember(m.member_id, m.group_instance_id, m.client_id or "", m.client_host,

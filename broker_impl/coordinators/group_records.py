@@ -2,7 +2,8 @@
 
 The layouts are Kafka's (``broker_impl/protocol/schemas/OffsetCommit*.json`` and
 ``GroupMetadata*.json``): every key and value starts with an int16 version. Key
-versions 0 and 1 are offset commits, key version 2 is group metadata; a null
+versions 0 and 1 are offset commits, key version 2 is group metadata, key versions 3
+and 5-8 are KIP-848 consumer group records (:mod:`.consumer_group_records`); a null
 value is a tombstone. Using Kafka's exact bytes means a real Kafka tool reading
 the embedded broker's ``__consumer_offsets`` (or a test comparing both) sees the
 same records.
@@ -14,6 +15,8 @@ import struct
 from dataclasses import dataclass
 
 from ..protocol.messages import DATA
+from . import consumer_group_records
+from .consumer_group_records import ConsumerGroupRecord
 from .group_metadata import ClassicGroup, ClassicGroupMember, GroupState
 
 OFFSET_COMMIT_KEY_VERSION = 1      # what Kafka writes (0 is read too)
@@ -132,7 +135,7 @@ class GroupRecord:
 
 
 class UnknownRecord(Exception):
-    """A key version this coordinator does not know (e.g. KIP-848 consumer-group records)."""
+    """A key version this coordinator does not read (e.g. share or streams group records)."""
 
 
 def _version_and_body(data) -> tuple[int, memoryview]:
@@ -142,7 +145,7 @@ def _version_and_body(data) -> tuple[int, memoryview]:
     return _I16.unpack_from(mv, 0)[0], mv[2:]
 
 
-def decode_record(key, value) -> OffsetRecord | GroupRecord:
+def decode_record(key, value) -> OffsetRecord | GroupRecord | ConsumerGroupRecord:
     """Parse one ``__consumer_offsets`` record; raises :class:`UnknownRecord` for other types."""
     kv, kbody = _version_and_body(key)
     if kv in (0, 1):
@@ -161,4 +164,6 @@ def decode_record(key, value) -> OffsetRecord | GroupRecord:
         vv, vbody = _version_and_body(value)
         v, _ = GroupMetadataValue.decode(min(vv, GroupMetadataValue.spec.valid.hi), vbody)
         return GroupRecord(k.group, v)
+    if kv in consumer_group_records.GROUP_KEYS + consumer_group_records.MEMBER_KEYS:
+        return consumer_group_records.decode(kv, kbody, value)
     raise UnknownRecord(f"__consumer_offsets key version {kv}")

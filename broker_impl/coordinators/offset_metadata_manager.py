@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 from ..cluster.topics import by_topic
 from ..log import records as rec
 from ..protocol.errors import Errors, KafkaError
+from .consumer_group import ConsumerGroup
 from .group_metadata import ClassicGroup, ClassicGroupMember, GroupState, group_id_valid, now_ms
 from .group_records import OffsetAndMetadata, OffsetRecord, offset_commit_key, offset_commit_value
 from .group_store import OffsetsTopic, append_error_to_response, offset_append_error_to_response
@@ -59,6 +60,9 @@ class GroupLookup(Protocol):
 
     def reschedule_heartbeat(self, group: ClassicGroup, member: ClassicGroupMember) -> None:
         """Restart the member's session timeout (a classic member's commit is a heartbeat)."""
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        """The KIP-848 consumer group of ``group_id``, None if there is none."""
 
 
 def _long(n: int) -> int:
@@ -151,7 +155,17 @@ class OffsetMetadataManager:
         if group_id is None:  # Kafka 4.3.1 (measured): "" is a group like any other here
             return all_(Errors.INVALID_GROUP_ID)
         group = self.groups.group(group_id)
-        if group is None and generation_id >= 0:
+        consumer_group = self.groups.consumer_group(group_id)
+        accepts = None
+        if consumer_group is not None:
+            # A KIP-848 group: the member epoch stands where the generation was (Kafka's
+            # ConsumerGroup.validateOffsetCommit).
+            try:
+                accepts = consumer_group.validate_offset_commit(member_id, group_instance_id, generation_id,
+                                                                transactional=False, api_version=api_version)
+            except KafkaError as exc:
+                return all_(exc.error)
+        elif group is None and generation_id >= 0:
             return all_(Errors.GROUP_ID_NOT_FOUND if api_version >= 9 else Errors.ILLEGAL_GENERATION)
         # No group and no generation: offsets of a "simple" group (no group management), which
         # is created once they are written (an Empty group passes every check below).
@@ -170,7 +184,9 @@ class OffsetMetadataManager:
         result: dict[TopicPartition, Errors] = {}
         to_write: list[tuple[TopicPartition, OffsetAndMetadata]] = []   # one record per entry
         for topic, partition, offset, leader_epoch, metadata in offsets:
-            if self._metadata_too_large(metadata):
+            if accepts is not None and not accepts(topic, partition):
+                result[(topic, partition)] = Errors.STALE_MEMBER_EPOCH
+            elif self._metadata_too_large(metadata):
                 result[(topic, partition)] = Errors.OFFSET_METADATA_TOO_LARGE
             else:
                 to_write.append(((topic, partition), OffsetAndMetadata(offset, leader_epoch, metadata or "", now,
@@ -183,7 +199,7 @@ class OffsetMetadataManager:
                 return result
             self.offsets.setdefault(group_id, {}).update(to_write)
             result.update({tp: Errors.NONE for tp, _ in to_write})
-        if group is None and (to_write or not result):
+        if group is None and consumer_group is None and (to_write or not result):
             self.groups.get_or_create_simple_group(group_id)
         return result
 
@@ -220,7 +236,8 @@ class OffsetMetadataManager:
 
     # ------------------------------------------------------------------ OffsetFetch
     def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None,
-                      require_stable: bool) -> tuple[Errors, list[tuple[str, list[tuple[int, int, int, str, Errors]]]]]:
+                      require_stable: bool, member_id: str | None = None, member_epoch: int = -1,
+                      ) -> tuple[Errors, list[tuple[str, list[tuple[int, int, int, str, Errors]]]]]:
         """Committed offsets of ``group_id``: ``topics`` None means every committed partition.
         Returns ``(group error, [(topic, [(partition, offset, leader_epoch, metadata, error)])])``;
         an unknown partition reads offset -1 without error, as in Kafka. Only a null group id
@@ -228,7 +245,15 @@ class OffsetMetadataManager:
         if group_id is None:
             return Errors.INVALID_GROUP_ID, []
         group = self.groups.group(group_id)
-        cache = self.offsets.get(group_id, {}) if group is not None and not group.is_in(GroupState.DEAD) else {}
+        consumer_group = self.groups.consumer_group(group_id)
+        if consumer_group is not None:
+            try:   # OffsetFetch v9+ names the member and its epoch (Kafka's validateOffsetFetch)
+                consumer_group.validate_offset_fetch(member_id, member_epoch)
+            except KafkaError as exc:
+                return exc.error, []
+            cache = self.offsets.get(group_id, {})
+        else:
+            cache = self.offsets.get(group_id, {}) if group is not None and not group.is_in(GroupState.DEAD) else {}
         out = []
         if topics is None:
             topics = list(by_topic(sorted(cache)).items())
@@ -254,15 +279,24 @@ class OffsetMetadataManager:
         if not group_id_valid(group_id):
             return Errors.INVALID_GROUP_ID, {}
         group = self.groups.group(group_id)
-        if group is None or group.is_in(GroupState.DEAD):
+        consumer_group = self.groups.consumer_group(group_id)
+        if consumer_group is not None:
+            # Kafka's ConsumerGroup.validateOffsetDelete accepts every state; the topics the
+            # members subscribe to keep their offsets.
+            def subscribed(t: str) -> bool:
+                return consumer_group.is_subscribed_to(t)
+        elif group is None or group.is_in(GroupState.DEAD):
             return Errors.GROUP_ID_NOT_FOUND, {}
-        if not group.is_in(GroupState.EMPTY) and group.protocol_type != "consumer":
+        elif not group.is_in(GroupState.EMPTY) and group.protocol_type != "consumer":
             return Errors.NON_EMPTY_GROUP, {}
+        else:
+            def subscribed(t: str) -> bool:
+                return not group.is_in(GroupState.EMPTY) and group.is_subscribed_to(t)
         result = {}
         cache = self.offsets.get(group_id, {})
         gone = []
         for t, p in partitions:
-            if not group.is_in(GroupState.EMPTY) and group.is_subscribed_to(t):
+            if subscribed(t):
                 result[(t, p)] = Errors.GROUP_SUBSCRIBED_TO_TOPIC
                 continue
             result[(t, p)] = Errors.NONE
@@ -335,6 +369,14 @@ class OffsetMetadataManager:
         then the member/generation rules of OffsetCommit, without the group-state ones."""
         if not group_id_valid(group_id):
             return Errors.INVALID_GROUP_ID
+        consumer_group = self.groups.consumer_group(group_id)
+        if consumer_group is not None:
+            try:
+                consumer_group.validate_offset_commit(member_id or "", group_instance_id, generation_id,
+                                                      transactional=True, api_version=-1)
+            except KafkaError as exc:
+                return exc.error
+            return Errors.NONE
         group = self.groups.group(group_id)
         if group is None:
             return Errors.NONE if generation_id < 0 else Errors.ILLEGAL_GENERATION
@@ -366,7 +408,8 @@ class OffsetMetadataManager:
             self._append_offsets(group_id, staged.items(), (producer_id, producer_epoch))
         except KafkaError as exc:
             return exc.error
-        self.groups.get_or_create_simple_group(group_id)
+        if self.groups.consumer_group(group_id) is None:
+            self.groups.get_or_create_simple_group(group_id)
         self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(group_id, {}).update(staged)
         return Errors.NONE
 
@@ -404,8 +447,11 @@ class OffsetMetadataManager:
         retention = self.offsets_retention_ms
         removed = 0
         for group_id in list(self.offsets):
-            group = self.groups.group(group_id)
-            base = self._expiration_base(group)
+            group = self.groups.group(group_id) or self.groups.consumer_group(group_id)
+            # A consumer group's offsets count from their commit (Kafka's
+            # ConsumerGroup.offsetExpirationCondition); its subscribed topics' offsets stay.
+            base = (self._expiration_base(group) if not isinstance(group, ConsumerGroup)
+                    else lambda om: om.commit_timestamp)
             if base is None:
                 continue
             expired = []

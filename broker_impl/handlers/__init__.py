@@ -53,5 +53,5 @@ def load_all() -> dict[int, Handler]:
 
 
 #: Every handler module, one per API family.
-MODULES = ("acls", "api_versions", "cluster", "configs", "fetch", "find_coordinator", "groups", "init_producer_id",
-           "list_offsets", "metadata", "offsets", "produce", "sasl", "topics", "transactions")
+MODULES = ("acls", "api_versions", "cluster", "configs", "consumer_groups", "fetch", "find_coordinator", "groups",
+           "init_producer_id", "list_offsets", "metadata", "offsets", "produce", "sasl", "topics", "transactions")

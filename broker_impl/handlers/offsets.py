@@ -85,7 +85,8 @@ async def handle_offset_commit(broker: Broker, ctx, req):
     return R(throttle_time_ms=0, topics=out)
 
 
-async def _fetch_group(broker: Broker, ctx, group_id: str, topics, require_stable: bool):
+async def _fetch_group(broker: Broker, ctx, group_id: str, topics, require_stable: bool,
+                       member_id: str | None = None, member_epoch: int = -1):
     """Run one group's fetch; returns (group error, [(name, topic_id, [(p, off, epoch, md, err)])]).
     require_stable reads after the group's pending writes (GroupCoordinator.await_stable).
     KafkaApis: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED), on each topic (a topic
@@ -93,7 +94,7 @@ async def _fetch_group(broker: Broker, ctx, group_id: str, topics, require_stabl
     after the others)."""
     if not allowed(broker, ctx, Op.DESCRIBE, Res.GROUP, group_id):
         return Errors.GROUP_AUTHORIZATION_FAILED, []
-    err, out = await _fetch_offsets(broker, ctx.version, group_id, topics, require_stable)
+    err, out = await _fetch_offsets(broker, ctx.version, group_id, topics, require_stable, member_id, member_epoch)
     if broker.authorizer is None or err is not Errors.NONE:
         return err, out
     kept, refused = [], []
@@ -105,7 +106,8 @@ async def _fetch_group(broker: Broker, ctx, group_id: str, topics, require_stabl
     return err, kept + refused
 
 
-async def _fetch_offsets(broker: Broker, version: int, group_id: str, topics, require_stable: bool):
+async def _fetch_offsets(broker: Broker, version: int, group_id: str, topics, require_stable: bool,
+                         member_id: str | None, member_epoch: int):
     gc = broker.group_coordinator
     by_id = version >= 10
     not_here = gc.coordinator_error(group_id)
@@ -116,7 +118,7 @@ async def _fetch_offsets(broker: Broker, version: int, group_id: str, topics, re
         if err is not Errors.NONE:
             return err, []
     if topics is None:
-        err, res = gc.fetch_offsets(group_id, None, require_stable)
+        err, res = gc.fetch_offsets(group_id, None, require_stable, member_id, member_epoch)
         out = []
         for name, parts in res:
             t = broker.topics.get(name)
@@ -136,7 +138,8 @@ async def _fetch_offsets(broker: Broker, version: int, group_id: str, topics, re
             wanted.append((t.name, td.topic_id, list(td.partition_indexes or ())))
         else:
             wanted.append((td.name, ZERO_UUID, list(td.partition_indexes or ())))
-    err, res = gc.fetch_offsets(group_id, [(n, ps) for n, _tid, ps in wanted if n is not None], require_stable)
+    err, res = gc.fetch_offsets(group_id, [(n, ps) for n, _tid, ps in wanted if n is not None], require_stable,
+                                member_id, member_epoch)
     it = iter(res)
     out = []
     for i, (name, tid, ps) in enumerate(wanted):
@@ -159,7 +162,9 @@ async def handle_offset_fetch(broker: Broker, ctx, req):
         P = T.OffsetFetchResponsePartitions
         groups = []
         for g in req.groups or ():
-            err, res = await _fetch_group(broker, ctx, g.group_id, g.topics, require_stable)
+            # v9+: a KIP-848 member names itself and its epoch (checked for consumer groups only)
+            err, res = await _fetch_group(broker, ctx, g.group_id, g.topics, require_stable,
+                                          g.member_id if v >= 9 else None, g.member_epoch if v >= 9 else -1)
             topics = [] if err is not Errors.NONE else [
                 T(name=name or "", topic_id=tid,
                   partitions=[P(partition_index=p, committed_offset=off, committed_leader_epoch=ep, metadata=md,

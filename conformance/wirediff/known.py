@@ -48,10 +48,11 @@ KNOWN: tuple[Known, ...] = (
     Known(EMBEDDED, "ApiVersions", "", r"\.response\.api_keys\.api_key=\d+$",
           "the embedded broker implements a subset of Kafka's APIs (docs/broker.md) and advertises only "
           "those; every API it advertises is compared here, at every version", actual=MISSING),
-    Known(EMBEDDED, "ApiVersions", "", r"\.response\.(supported|finalized)_features\.name=(?!transaction\.version$)",
+    Known(EMBEDDED, "ApiVersions", "",
+          r"\.response\.(supported|finalized)_features\.name=(?!(transaction|group)\.version$)",
           "the embedded broker has no KRaft metadata log (metadata.version, kraft.version), no share or "
-          "streams groups, no KIP-848 consumer groups (group.version) and no eligible leader replicas: it "
-          "advertises the one feature it implements, transaction.version", actual=MISSING),
+          "streams groups and no eligible leader replicas: it advertises the features it implements, "
+          "transaction.version and group.version (KIP-848 consumer groups)", actual=MISSING),
     Known(EMBEDDED, "ApiVersions", "", r"ApiVersions v3\)\.response\.supported_features$",
           "before v4 Kafka lists only the features whose lowest level is above 0, which of Kafka's is "
           "metadata.version alone; the embedded broker has no metadata.version (see above)"),

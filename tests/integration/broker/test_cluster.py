@@ -138,3 +138,37 @@ def test_combined_quorum_freezes_the_metadata_without_a_majority(cluster):
     assert md.topics["t"].partitions[0].leader == leader
     target.restart(others[0])  # a majority again: the controller moves on
     _wait("a new leader", lambda: target.partition_leader("t", 0) in others, timeout=30)
+
+
+def test_a_consumer_group_fails_over_with_its_coordinator(cluster):
+    """KIP-848: the consumer group's records are replicated with __consumer_offsets; when its
+    coordinator is killed, the new one loads them and the member goes on with its epoch and
+    assignment (raw ConsumerGroupHeartbeat to whichever node coordinates the group)."""
+    from broker_impl.protocol.errors import Errors
+    from broker_impl.protocol.messages import API
+    from tests.integration.broker.rawclient import RawConnection
+
+    target, _bootstrap = cluster([TopicSpec("t", 2, 3)])
+    HB = API["ConsumerGroupHeartbeat"].Request
+
+    def heartbeat(node, **fields):
+        body = dict(group_id="kg", member_id="m1", member_epoch=0, instance_id=None, rack_id=None,
+                    rebalance_timeout_ms=30000, subscribed_topic_names=["t"], server_assignor=None,
+                    topic_partitions=[])
+        body.update(fields)
+        host, port = target.addresses[node]
+        with RawConnection(f"{host}:{port}") as c:
+            return c.request("ConsumerGroupHeartbeat", 1, HB(**body))
+
+    coordinator = target.group_coordinator("kg")
+    r = _wait("an assignment", lambda: (lambda a: a if a.error_code == 0 and a.assignment
+                                        and a.assignment.topic_partitions else None)(heartbeat(coordinator)))
+    tid, epoch = r.assignment.topic_partitions[0].topic_id, r.member_epoch
+    assert sorted(r.assignment.topic_partitions[0].partitions) == [0, 1]
+    target.kill(coordinator)
+    successor = target.group_coordinator("kg", exclude={coordinator})
+    assert successor != coordinator
+    owned = [HB.TopicPartitions(topic_id=tid, partitions=[0, 1])]
+    r = _wait("the new coordinator", lambda: (lambda a: a if a.error_code == 0 else None)(heartbeat(
+        successor, member_epoch=epoch, rebalance_timeout_ms=-1, subscribed_topic_names=None, topic_partitions=owned)))
+    assert (r.error_code, r.member_epoch) == (Errors.NONE, epoch)
