@@ -13,7 +13,7 @@ from . import handles
 from ..coordinators.consumer_group_manager import HeartbeatRequest
 from ..coordinators.group_metadata import group_id_valid
 from ..protocol.errors import Errors, KafkaError
-from ..server.authorizer import (GROUP_OPERATIONS, AclOperation as Op, ResourceType as Res, allowed,
+from ..cluster.authorizer import (GROUP_OPERATIONS, AclOperation as Op, ResourceType as Res, allowed,
                                  authorized_operations)
 from .groups import _client_host
 from .metadata import NO_AUTHORIZED_OPS
