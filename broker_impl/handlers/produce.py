@@ -30,7 +30,7 @@ from . import handles
 from ..cluster.append import PartitionResponse, TransactionSupportedOperation, TxnVerification
 from ..cluster.partition import Partition
 from ..log.producer_state import AppendOrigin
-from ..log.records import BatchHeader
+from ..log.records import transactional_batch_header
 from ..protocol.codegen import ProtocolError
 from ..protocol.errors import Errors
 from ..cluster.authorizer import AclOperation as Op, ResourceType as Res, allowed
@@ -39,14 +39,13 @@ if TYPE_CHECKING:
     from ..server.broker import Broker
 
 _VALID_ACKS = (0, 1, -1)
-BATCH_HEADER_SIZE = 61
 
 
-def _refused(acks: int, topic, pd, by_id: bool, may_write) -> PartitionResponse | None:
+def _refused(acks: int, topic, pd, by_id: bool, writable: bool) -> PartitionResponse | None:
     """The request's own refusal of one of its partitions (None: it goes to the append)."""
     if acks not in _VALID_ACKS:
         return PartitionResponse(Errors.INVALID_REQUIRED_ACKS)
-    if not may_write(topic):
+    if not writable:
         return PartitionResponse(Errors.TOPIC_AUTHORIZATION_FAILED)
     if topic is None:
         return PartitionResponse(Errors.UNKNOWN_TOPIC_ID if by_id else Errors.UNKNOWN_TOPIC_OR_PARTITION)
@@ -77,7 +76,7 @@ async def handle_produce(broker: Broker, ctx, req):
                                                           topic.name if topic is not None else td.name)
         parts = []
         for pd in td.partition_data:
-            answer = _refused(req.acks, topic, pd, by_id, lambda _t: writable)
+            answer = _refused(req.acks, topic, pd, by_id, writable)
             if answer is None:
                 answer = topic.partitions[pd.index]
                 entries[answer] = pd.records
@@ -116,12 +115,8 @@ async def handle_produce(broker: Broker, ctx, req):
 
 def _has_transactional_records(req) -> bool:
     """Kafka's RequestUtils.hasTransactionalRecords: the first batch of a partition is transactional."""
-    for td in req.topic_data:
-        for pd in td.partition_data:
-            if pd.records is not None and len(pd.records) >= BATCH_HEADER_SIZE and \
-                    BatchHeader.unpack(pd.records).is_transactional:
-                return True
-    return False
+    return any(transactional_batch_header(pd.records) is not None
+               for td in req.topic_data for pd in td.partition_data)
 
 
 def _every_partition(ctx, req, err: int):

@@ -560,3 +560,16 @@ def build_control_batch(control_type: int, *, producer_id: int, producer_epoch: 
                        producer_epoch=producer_epoch, base_sequence=NO_SEQUENCE,
                        is_transactional=True, is_control=True,
                        partition_leader_epoch=partition_leader_epoch)
+
+
+def transactional_batch_header(records):
+    """The header of the records' first batch when it is transactional (None otherwise, or when
+    it cannot be read: the log refuses that) -- Kafka's RequestUtils.hasTransactionalRecords and
+    the KIP-890 verification's question."""
+    if records is None or len(records) < RECORD_BATCH_OVERHEAD:
+        return None
+    try:
+        h = BatchHeader.unpack(records, 0)
+    except Exception:  # noqa: BLE001 - malformed batches are refused by the log
+        return None
+    return h if h.is_transactional and h.producer_id >= 0 else None

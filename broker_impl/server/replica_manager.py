@@ -320,7 +320,7 @@ class ReplicaManager:
             return {}
         to_verify: dict[tuple[int, int], dict[tuple[str, int], Partition]] = {}
         for part, records in entries.items():
-            h = _transactional_batch(records)
+            h = rec.transactional_batch_header(records)
             if h is None or not part.is_leader or part.log.has_ongoing_transaction(h.producer_id, h.producer_epoch):
                 continue
             to_verify.setdefault((h.producer_id, h.producer_epoch), {})[(part.topic, part.index)] = part
@@ -357,18 +357,6 @@ class ReplicaManager:
                 await trio.sleep(backoff_s)
                 errors.update(await manager.verify(*args, again, verification.operation))
         return errors
-
-
-def _transactional_batch(records):
-    """The header of the records' first batch when it is transactional (None otherwise, or when it
-    cannot be read: the log refuses that)."""
-    if records is None or len(records) < rec.RECORD_BATCH_OVERHEAD:
-        return None
-    try:
-        h = rec.BatchHeader.unpack(records, 0)
-    except Exception:  # noqa: BLE001 - malformed batches are refused by the log
-        return None
-    return h if h.is_transactional and h.producer_id >= 0 else None
 
 
 def verification_error_for_produce(err: Errors, operation: TransactionSupportedOperation) -> Errors | None:
