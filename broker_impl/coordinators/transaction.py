@@ -392,7 +392,12 @@ class TransactionCoordinator:
                 if is_retry:
                     return ALREADY_ENDED
                 return complete_to(S.PREPARE_ABORT, True)
-            raise KafkaError(Errors.INVALID_TXN_STATE)
+            # KAFKA-20785 (apache/kafka#23204, after 4.3.1): a commit at a retry epoch can only
+            # be one the producer sent before the coordinator's own (timeout) abort bumped the
+            # epoch -- a client retries its EndTxn with the same verb. 4.0-4.3.1 answer
+            # INVALID_TXN_STATE, fatal to every client; the fix, followed here, fences it as
+            # TV1's strict epoch check does, which clients (Streams) recover from.
+            raise KafkaError(Errors.PRODUCER_FENCED if is_retry else Errors.INVALID_TXN_STATE)
         if st is S.PREPARE_COMMIT:
             raise KafkaError(Errors.CONCURRENT_TRANSACTIONS if commit else Errors.INVALID_TXN_STATE)
         if st is S.PREPARE_ABORT:

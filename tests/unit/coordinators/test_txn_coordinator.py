@@ -136,7 +136,10 @@ async def test_timeout_abort_fences_producer(tmp_path, nursery):
 async def test_timeout_abort_tv2_bumps_once_and_old_epoch_reads_as_retry(tmp_path, nursery):
     """Kafka 4.3.1 measured (cases/txn/timeout_abort, Java client, EndTxn v5): the timed-out
     transaction is aborted at epoch+1 (the marker's epoch), so the producer's own EndTxn v5 at the
-    old epoch is a TV2 "retry" of a completed abort: COMMIT gets INVALID_TXN_STATE, ABORT NONE."""
+    old epoch is a TV2 "retry" of a completed abort: ABORT gets NONE. A COMMIT there is
+    KAFKA-20785: 4.0.0-4.3.1 answer INVALID_TXN_STATE (fatal to every client), the fix
+    (apache/kafka#23204), followed here, PRODUCER_FENCED; a COMMIT at the current epoch is no
+    retry and stays INVALID_TXN_STATE."""
     node = await started(tmp_path, nursery, topics={"t": 1}, **CLEANUP_EVERY_20MS)
     c, pid, e0 = await open_txn(node, "tx", {("t", 0)}, TV_2, timeout_ms=50)
     await eventually(lambda: c.txn_manager.get("tx").state is S.COMPLETE_ABORT, step=0.02)
@@ -145,8 +148,9 @@ async def test_timeout_abort_tv2_bumps_once_and_old_epoch_reads_as_retry(tmp_pat
     assert md.producer_epoch == e0 + 1
     plog = node.topics.partition("t", 0).log
     assert plog.last_stable_offset == plog.log_end_offset == 2   # data + ABORT marker
-    assert (await c.handle_end_transaction("tx", pid, e0, True, TV_2)).error == Errors.INVALID_TXN_STATE
+    assert (await c.handle_end_transaction("tx", pid, e0, True, TV_2)).error == Errors.PRODUCER_FENCED
     assert await c.handle_end_transaction("tx", pid, e0, False, TV_2) == TxnResult(Errors.NONE, pid, e0 + 1)
+    assert (await c.handle_end_transaction("tx", pid, e0 + 1, True, TV_2)).error == Errors.INVALID_TXN_STATE
     # a TV1 client at the old epoch is still fenced (strict equality)
     assert (await c.handle_end_transaction("tx", pid, e0, True, TV_0)).error == Errors.PRODUCER_FENCED
 
