@@ -1,7 +1,8 @@
 """``analyze(root, out)``: every run under ``root`` -> tables, charts and a summary.
 
 Outputs in ``out_dir``: ``matrix``, ``divergences``, ``flaky``,
-``durations`` and ``durations_by_client`` as Parquet (Spark) and CSV (one
+``durations``, ``durations_by_client`` and ``release_changes`` (Apache Kafka against its own
+previous release, per case x client) as Parquet (Spark) and CSV (one
 file each, for people and spreadsheets; the matrix CSV says in one line how
 each cell diverges, and its verdicts over the runs), ``matrix_wide.csv`` (case
 down, target·client across), ``compatibility.md`` / ``.html`` (the
@@ -79,7 +80,7 @@ def _timestamps_as_text(df):
 
 
 def _summary(n_runs: int, n_rows: int, matrix: list[dict], div: list[dict], flaky: list[dict],
-             dur: list[dict], root: list[Path]) -> str:
+             dur: list[dict], root: list[Path], changes: list[dict] = ()) -> str:
     lines = [f"kconform analytics over {n_runs} run(s), {n_rows} rows, under "
              f"{', '.join(portable_path(r) for r in root)}"]
     cases = sorted({r["case"] for r in matrix})
@@ -119,6 +120,16 @@ def _summary(n_runs: int, n_rows: int, matrix: list[dict], div: list[dict], flak
                      f"{f['client_version']}: {f['verdicts']} ({f['changes']} change(s), latest {f['latest_verdict']})")
     if len(flaky) > 15:
         lines.append(f"  ... {len(flaky) - 15} more in flaky.csv")
+    if changes:
+        counts = {k: sum(1 for c in changes if c["change"] == k) for k in ("regressed", "fixed", "changed")}
+        lines.append("")
+        lines.append(f"Apache Kafka release to release: {len(changes)} verdict change(s) per case x client "
+                     f"({counts['regressed']} regressed, {counts['fixed']} fixed, {counts['changed']} other)")
+        for c in changes[:20]:
+            lines.append(f"  {c['case']} with {c['client']}: {c['from_release']} {c['from_verdict']} -> "
+                         f"{c['to_release']} {c['to_verdict']} ({c['change']})")
+        if len(changes) > 20:
+            lines.append(f"  ... {len(changes) - 20} more in release_changes.csv")
     lines.append("")
     lines.append("Duration per case (s):   p50     p90     p99")
     for d in dur:
@@ -160,6 +171,7 @@ def analyze(results_root: str | Path | list, out_dir: str | Path, master: str = 
         flaky = _table(jobs.flaky(rows), "flaky", out)
         dur = _table(jobs.durations(rows), "durations", out)
         _table(jobs.durations_by_client(rows), "durations_by_client", out)
+        changes = _table(jobs.release_changes(rows), "release_changes", out)
         per_run = _collect(_timestamps_as_text(jobs.per_run(rows)))
         _write_csv(per_run, ["run_id", "target", "run_at", "rows", "passed", "diverging"], out / "per_run.csv")
         rows.unpersist()
@@ -176,6 +188,6 @@ def analyze(results_root: str | Path | list, out_dir: str | Path, master: str = 
     charts.trend_chart([{**r, "run_at": dt.datetime.fromisoformat(str(r["run_at"]).replace("Z", "+00:00"))}
                         for r in per_run], out / "trend.png")
     _compatibility_page(matrix, root, out)
-    text = _summary(n_runs, n_rows, matrix, div, flaky, dur, root)
+    text = _summary(n_runs, n_rows, matrix, div, flaky, dur, root, changes)
     (out / "summary.txt").write_text(text, encoding="utf-8")
     return text

@@ -11,6 +11,10 @@
   client versions — a changed version is a change, not flakiness.
 * ``durations``: p50/p90/p99 of ``duration_s`` per target (and per
   target x client).
+* ``release_changes``: Kafka against itself -- per case x client, the latest verdict on each
+  Apache Kafka release, and every place where it differs from the previous release's (a
+  regression detector for Kafka: pass -> fail is a release that broke the case, fail -> pass
+  one that fixed it; reports/history.py draws the same rows as a page).
 """
 
 from __future__ import annotations
@@ -101,3 +105,41 @@ def per_run(rows: DataFrame) -> DataFrame:
                  F.sum((F.col("verdict") == Verdict.PASS.value).cast("int")).alias("passed"),
                  F.sum(_diverges().cast("int")).alias("diverging"))
             .orderBy("run_at", "target"))
+
+
+def _release():
+    """The Kafka release an apache-kafka row ran: the target's `@VERSION`, else the version the
+    run recorded (the default target); null for every other target."""
+    at = F.regexp_extract("target", r"^apache-kafka@(.+)$", 1)
+    return (F.when(at != "", at)
+            .when(F.col("target") == "apache-kafka", F.col("target_version")))
+
+
+def _release_order():
+    """Sort key of a release label: its numbers as an int array ("3.5.2-zk" -> [3, 5, 2]; Spark
+    orders arrays element by element), a `-zk` variant right after its release."""
+    nums = F.transform(F.split(F.regexp_extract("release", r"^[0-9]+(\.[0-9]+)*", 0), r"\."),
+                       lambda x: x.cast("int"))
+    return F.struct(nums.alias("nums"), F.col("release").endswith("-zk").alias("zk"))
+
+
+def release_changes(rows: DataFrame) -> DataFrame:
+    """Per case x client, the releases where the verdict differs from the previous release's
+    (``change``: ``regressed`` for pass -> fail/crash, ``fixed`` for fail/crash -> pass, else
+    ``changed``: an n/a or error on one side says a feature or a start, not a bug)."""
+    kafka = rows.withColumn("release", _release()).where(F.col("release").isNotNull())
+    latest = Window.partitionBy("case", "client", "release").orderBy(F.col("ts").desc(), F.col("run_id").desc())
+    cells = (kafka.withColumn("_n", F.row_number().over(latest)).where("_n = 1")
+             .select("case", "client", "release", "verdict", "run_id", _release_order().alias("_order")))
+    by_release = Window.partitionBy("case", "client").orderBy("_order")
+    bad = F.col("verdict").isin(Verdict.FAIL.value, Verdict.CRASH.value)
+    was_bad = F.col("from_verdict").isin(Verdict.FAIL.value, Verdict.CRASH.value)
+    return (cells.withColumn("from_release", F.lag("release").over(by_release))
+            .withColumn("from_verdict", F.lag("verdict").over(by_release))
+            .where(F.col("from_verdict").isNotNull() & (F.col("from_verdict") != F.col("verdict")))
+            .withColumn("change", F.when((F.col("from_verdict") == Verdict.PASS.value) & bad, "regressed")
+                        .when(was_bad & (F.col("verdict") == Verdict.PASS.value), "fixed")
+                        .otherwise("changed"))
+            .select("case", "client", "from_release", "from_verdict", F.col("release").alias("to_release"),
+                    F.col("verdict").alias("to_verdict"), "change", "run_id", "_order")
+            .orderBy("case", "client", "_order").drop("_order"))

@@ -168,3 +168,36 @@ def test_the_matrix_across_runs_of_peers(spark, tmp_path):
     assert page.count("- `kconform run --target apache-kafka") == 2        # both runs named
     assert second.name in page and (out / "compatibility.html").is_file()
     assert spark.read.parquet(str(out / "matrix.parquet")).select("checks").count() == 36
+
+
+def test_release_changes_find_where_kafka_broke_and_fixed_a_case(spark, tmp_path):
+    """A release sweep (apache-kafka@V targets, in two runs, versions out of order) and the
+    default target: per case x client, the release where the verdict moved, in version order
+    (3.10.0 after 3.9.1, a -zk variant after its release), the latest run winning per release."""
+    root = tmp_path / "results"
+    cases, clients = CASES[:2], CLIENTS[:1]
+    bug = ("txn/basic_commit", "confluent")
+    older = [("apache-kafka@3.9.1", "3.9.1"), ("apache-kafka@3.5.2", "3.5.2"), ("apache-kafka@3.5.2-zk", "3.5.2")]
+    newer = [("apache-kafka@3.10.0", "3.10.0"), ("apache-kafka", "4.3.1"), ("embedded", "dev")]
+    runs = (
+        (older, {(bug[0], "apache-kafka@3.9.1", bug[1]): "fail", (bug[0], "apache-kafka@3.5.2-zk", bug[1]): "fail"}),
+        (newer, {(bug[0], "apache-kafka", bug[1]): "fail", (bug[0], "embedded", bug[1]): "fail"}),
+        # 3.9.1 measured again, later: it passes now (the latest row per release wins)
+        ([("apache-kafka@3.9.1", "3.9.1")], None),
+    )
+    for i, (targets, override) in enumerate(runs):
+        rid, t = run_id_for(i)
+        write_run(root, rid, t, artifacts=False, seed=i, cases=cases, targets=targets, clients=clients,
+                  verdict_overrides=override)
+    out = tmp_path / "analytics"
+    summary = analyze(root, out, spark=spark)
+    changes = [(c["case"], c["client"], c["from_release"], c["from_verdict"], c["to_release"], c["to_verdict"],
+                c["change"]) for c in _csv(out / "release_changes.csv")]
+    assert changes == [
+        (bug[0], bug[1], "3.5.2", "pass", "3.5.2-zk", "fail", "regressed"),
+        (bug[0], bug[1], "3.5.2-zk", "fail", "3.9.1", "pass", "fixed"),
+        (bug[0], bug[1], "3.10.0", "pass", "4.3.1", "fail", "regressed"),
+    ]
+    assert "Apache Kafka release to release: 3 verdict change(s) per case x client (2 regressed, 1 fixed, 0 other)" \
+        in summary
+    assert spark.read.parquet(str(out / "release_changes.parquet")).count() == 3

@@ -223,7 +223,7 @@ def write_run(root: Path, run_id: str, started: datetime, *, artifacts: bool = T
                 if verdict == "fail" and all(c["passed"] for c in checks):
                     checks.append({"name": "commit is visible", "passed": False,
                                    "message": "read_committed read 0 of 3 records within 5000 ms"})
-                duration = round({"apache-kafka": 2.4, "embedded": 0.6, "tansu": 1.1}[target]
+                duration = round({"apache-kafka": 2.4, "embedded": 0.6, "tansu": 1.1}[target.partition("@")[0]]
                                  * (0.7 + rnd.random() * 0.8) * (3 if "timeout" in case else 1), 3)
                 slug = f"{case.replace('/', '__')}.{target}.{client}"
                 arts: dict = {"logs": []}
