@@ -79,6 +79,13 @@ def _timestamps_as_text(df):
                        for f in df.schema.fields])
 
 
+def _listed(lines: list[str], items: list[dict], limit: int, csv_name: str, fmt) -> None:
+    """The first ``limit`` items as indented lines, then how many more the CSV holds."""
+    lines.extend(f"  {fmt(i)}" for i in items[:limit])
+    if len(items) > limit:
+        lines.append(f"  ... {len(items) - limit} more in {csv_name}")
+
+
 def _summary(n_runs: int, n_rows: int, matrix: list[dict], div: list[dict], flaky: list[dict],
              dur: list[dict], root: list[Path], changes: list[dict] = ()) -> str:
     lines = [f"kconform analytics over {n_runs} run(s), {n_rows} rows, under "
@@ -108,28 +115,22 @@ def _summary(n_runs: int, n_rows: int, matrix: list[dict], div: list[dict], flak
     lines.append("")
     lines.append(f"Divergences from the reference: {len(div)} case x target x client ever, "
                  f"{len(current)} in their latest run")
-    for d in current[:15]:
-        lines.append(f"  {d['case']} on {d['target']} with {d['client']}: {d['paths']} "
-                     f"(first {d['first_seen']}, {d['runs']} run(s))")
-    if len(current) > 15:
-        lines.append(f"  ... {len(current) - 15} more in divergences.csv")
+    _listed(lines, current, 15, "divergences.csv",
+            lambda d: f"{d['case']} on {d['target']} with {d['client']}: {d['paths']} "
+                      f"(first {d['first_seen']}, {d['runs']} run(s))")
     lines.append("")
     lines.append(f"Flaky (verdict changed with the same versions): {len(flaky)}")
-    for f in flaky[:15]:
-        lines.append(f"  {f['case']} on {f['target']} {f['target_version']} with {f['client']} "
-                     f"{f['client_version']}: {f['verdicts']} ({f['changes']} change(s), latest {f['latest_verdict']})")
-    if len(flaky) > 15:
-        lines.append(f"  ... {len(flaky) - 15} more in flaky.csv")
+    _listed(lines, flaky, 15, "flaky.csv",
+            lambda f: f"{f['case']} on {f['target']} {f['target_version']} with {f['client']} "
+                      f"{f['client_version']}: {f['verdicts']} ({f['changes']} change(s), latest {f['latest_verdict']})")
     if changes:
         counts = {k: sum(1 for c in changes if c["change"] == k) for k in ("regressed", "fixed", "changed")}
         lines.append("")
         lines.append(f"Apache Kafka release to release: {len(changes)} verdict change(s) per case x client "
                      f"({counts['regressed']} regressed, {counts['fixed']} fixed, {counts['changed']} other)")
-        for c in changes[:20]:
-            lines.append(f"  {c['case']} with {c['client']}: {c['from_release']} {c['from_verdict']} -> "
-                         f"{c['to_release']} {c['to_verdict']} ({c['change']})")
-        if len(changes) > 20:
-            lines.append(f"  ... {len(changes) - 20} more in release_changes.csv")
+        _listed(lines, changes, 20, "release_changes.csv",
+                lambda c: f"{c['case']} with {c['client']}: {c['from_release']} {c['from_verdict']} -> "
+                          f"{c['to_release']} {c['to_verdict']} ({c['change']})")
     lines.append("")
     lines.append("Duration per case (s):   p50     p90     p99")
     for d in dur:
