@@ -44,7 +44,7 @@ import yaml
 from .dsl.loader import CASES_ROOT, CaseError, load_case
 from .results import EXPECTABLE, KNOWN_REFERENCE_BUG_PREFIX, Expected, Row, Status, Verdict, judge_status
 
-#: The baselines kconform ships (kfake, Tansu, the mock, older Kafka releases).
+#: The baselines kconform ships (today kfake's; any target may have one here).
 BASELINES_ROOT = Path(__file__).resolve().parents[1] / "baselines"
 SUFFIXES = (".yaml", ".yml")
 
