@@ -106,6 +106,7 @@ class CaseRun:
         """Run every step in order. NotApplicable propagates (the target cannot do a fault), and
         TargetCrashed when a step failed because the target is gone; everything else a step
         meets is recorded as its outcome."""
+        self._require_raw_apis(self.case.steps)
         stop = threading.Event()
         watcher = threading.Thread(target=self._watch_target, args=(stop,), name="target-watch", daemon=True)
         watcher.start()
@@ -123,6 +124,18 @@ class CaseRun:
             for ref, (thread, _) in self._background.items():
                 thread.join(timeout=0)  # awaited steps are joined; a leftover means a failed await
         return self.result
+
+    def _require_raw_apis(self, steps) -> None:
+        """NotApplicable before the first step when a raw request of the case (repeats included)
+        names an API or version the target does not serve: a case that bumps an epoch 30,000
+        times before its Produce v12 must not learn only then that the release serves v0-11."""
+        for step in steps:
+            if step.kind == "repeat":
+                self._require_raw_apis(step.body)
+            elif step.kind == "op" and step.actor == "raw" and step.op == "request" and step.runs_for(self.client):
+                version = step.args.get("version")
+                if isinstance(version, int) and step.args.get("api") in API:
+                    self.target.require_api(step.args["api"], API[step.args["api"]].key, version)
 
     def _watch_target(self, stop: threading.Event) -> None:
         """While the steps run: when a target process the case did not take down has ended
