@@ -114,10 +114,13 @@ class Expect:
 
     def for_client(self, client: str | None) -> "Expect | None":
         """The expectation for one client (self when it is not per client); None when the case
-        does not specify one for that client."""
+        does not specify one for that client. A client at a chosen release (``java@3.1.2``) takes
+        its own entry, else its client's (``java``), else `default`."""
         if not self.per_client:
             return self
         found = self.per_client.get(client) if client else None
+        if found is None and client and "@" in client:
+            found = self.per_client.get(client.split("@", 1)[0])
         return found if found is not None else self.per_client.get("default")
 
     def describe(self) -> str:
