@@ -166,11 +166,6 @@ def _versioned(name: str) -> ClientSpec | None:
         features=frozenset())
 
 
-def base_client(name: str) -> str:
-    """The client a name is a release of: ``java@3.1.2`` -> ``java``; any other name itself."""
-    return name.split("@", 1)[0] if name in CLIENTS and "@" in name else name
-
-
 #: The forms of client names CLIENTS accepts besides its keys, with what they mean (for listings
 #: and error messages).
 VERSIONED_FORMS = {
