@@ -13,7 +13,8 @@ import org.apache.kafka.clients.producer.KafkaProducer;
  * release and an op whose API the release lacks answers {@code UNSUPPORTED_BY_CLIENT} naming the
  * release -- instead of the build failing for every op, or a fork of the driver per release.
  *
- * <p>Reached by name: Admin.describeTransactions and Admin.describeProducers (KIP-664, 3.0), and the
+ * <p>Reached by name: Admin.describeTransactions and Admin.describeProducers (KIP-664, 3.0),
+ * Admin.fenceProducers (KIP-618, 3.3), and the
  * exception families TransactionAbortableException, ApplicationRecoverableException and
  * RefreshRetriableException (3.x/4.x, absent from 2.8), which only classify errors: a release
  * without the class throws no exception of that family, so the test is simply false there.

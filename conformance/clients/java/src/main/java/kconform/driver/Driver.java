@@ -69,7 +69,7 @@ public final class Driver {
             "hello", "create_producer", "create_consumer", "create_admin", "init_transactions",
             "begin_transaction", "send", "flush", "send_offsets_to_transaction", "commit_transaction",
             "abort_transaction", "subscribe", "assign", "poll", "commit", "committed", "position", "close",
-            "describe_transactions", "describe_producers", "list_offsets", "create_topics");
+            "describe_transactions", "describe_producers", "fence_producers", "list_offsets", "create_topics");
     /** Ops of the definition (ops.yaml, not required) that kafka-clients has no counterpart for. */
     private static final Map<String, String> UNSUPPORTED = Map.of(
             "eos_loop", "kafka-clients has no consume-transform-produce loop of its own (Kafka Streams is a framework, not this client)");
@@ -230,6 +230,7 @@ public final class Driver {
             case "close": return close(a, d);
             case "describe_transactions": return describeTransactions(a, d);
             case "describe_producers": return describeProducers(a, d);
+            case "fence_producers": return fenceProducers(a, d);
             case "list_offsets": return listOffsets(a, d);
             case "create_topics": return createTopics(a, d);
             default: throw new OpError("UNSUPPORTED_BY_CLIENT", op);
@@ -693,6 +694,35 @@ public final class Driver {
         }
         ObjectNode data = empty();
         data.set("partitions", out);
+        return data;
+    }
+
+    /**
+     * Admin.fenceProducers (KIP-618, kafka-clients 3.3+), reached by name (Compat): succeeds when the
+     * client reports every id fenced (its all()), with the producer id and epoch it fenced at; else
+     * fails with the error the client raised.
+     */
+    private JsonNode fenceProducers(JsonNode a, Deadline d) throws Exception {
+        java.lang.reflect.Method fence = Compat.method("fence_producers", Admin.class, "fenceProducers", Collection.class);
+        List<String> ids = new ArrayList<>();
+        for (JsonNode id : a.get("ids")) ids.add(id.asText());
+        Object result = Compat.invoke(fence, admin(), ids);
+        java.lang.reflect.Method producerId = result.getClass().getMethod("producerId", String.class);
+        java.lang.reflect.Method epoch = result.getClass().getMethod("epochId", String.class);
+        try {
+            ((org.apache.kafka.common.KafkaFuture<?>) Compat.get(result, "all")).get(d.remainingMs(), TimeUnit.MILLISECONDS);
+        } catch (TimeoutException e) {
+            throw new OpError("DEADLINE_EXCEEDED", "fence_producers: no answer for " + ids + " before the deadline");
+        }
+        ArrayNode out = Outcomes.JSON.createArrayNode();
+        for (String id : ids) {
+            ObjectNode n = out.addObject();
+            n.put("transactional_id", id);
+            n.put("producer_id", (Long) ((org.apache.kafka.common.KafkaFuture<?>) Compat.invoke(producerId, result, id)).get());
+            n.put("producer_epoch", ((Number) ((org.apache.kafka.common.KafkaFuture<?>) Compat.invoke(epoch, result, id)).get()).intValue());
+        }
+        ObjectNode data = empty();
+        data.set("fenced", out);
         return data;
     }
 
