@@ -17,7 +17,7 @@ API (everything a caller needs):
     path = BUILD.ensure()   # build if needed (waits for a build another process runs); the directory
     BUILD.build_seconds()   # how long the cached build took, for reports
 
-``maven(kind, dir)`` runs ``mvn -q -B package`` over pom.xml and src/; ``go(kind, dir, output)``
+``maven(kind, dir, properties=...)`` runs ``mvn -q -B [-Dname=value...] package`` over pom.xml and src/; ``go(kind, dir, output)``
 runs ``go build -o OUTPUT .`` over go.mod, go.sum and the .go files with GOFLAGS=-mod=mod (the
 module cache stays the user's ~/go); ``npm(kind, dir)`` runs ``npm ci`` over package.json,
 package-lock.json and the .js/.mjs/.cjs files. ``Build(...)`` takes any other command. A failed
@@ -198,9 +198,12 @@ class Build:
                              f"{log_tail(directory / LOG)}")
 
 
-def maven(kind: str, source_dir: Path, *, timeout: float = BUILD_TIMEOUT) -> Build:
-    """`mvn -q -B package` over pom.xml and src/ (artifacts resolve into ~/.m2)."""
-    return Build(kind, source_dir, ("pom.xml", "src/**/*"), ("mvn", "-q", "-B", "package"),
+def maven(kind: str, source_dir: Path, *, properties: Mapping[str, str] | None = None,
+          timeout: float = BUILD_TIMEOUT) -> Build:
+    """`mvn -q -B package` over pom.xml and src/ (artifacts resolve into ~/.m2); `properties`
+    become `-Dname=value`, overriding the pom's own (e.g. the version of a dependency)."""
+    defines = tuple(f"-D{k}={v}" for k, v in sorted((properties or {}).items()))
+    return Build(kind, source_dir, ("pom.xml", "src/**/*"), ("mvn", "-q", "-B", *defines, "package"),
                  tools=("java", "mvn"), timeout=timeout)
 
 

@@ -7,6 +7,7 @@ Checking availability never starts a driver or a build.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import importlib.util
 import sys
@@ -122,7 +123,57 @@ def _built_availability(build: Build, what: Callable[[], str]) -> Callable[[], t
 _ALL_GROUP = frozenset({"range_assignor", "cooperative_rebalance", "static_membership", "kip447", "read_committed"})
 _EOS_GROUP = _ALL_GROUP | {"eos_rebalance"}
 
-CLIENTS: dict[str, ClientSpec] = {
+class _Clients(dict):
+    """CLIENTS: the fixed clients by name, and besides them every ``java@VERSION`` (the Java driver
+    built against that kafka-clients release, java_build.release_of), made on first lookup.
+
+    ``name in CLIENTS`` and ``CLIENTS[name]`` accept the versioned form; iterating, ``len`` and
+    availability() see the fixed clients only (a release is chosen by name, never run by default),
+    and `kconform clients` adds a row for the form (VERSIONED_FORMS)."""
+
+    def __missing__(self, name: str) -> ClientSpec:
+        spec = _versioned(name)
+        if spec is None:
+            raise KeyError(name)
+        return spec
+
+    def __contains__(self, name: object) -> bool:
+        return dict.__contains__(self, name) or (isinstance(name, str) and _versioned(name) is not None)
+
+    def get(self, name, default=None):
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+
+@functools.lru_cache(maxsize=None)
+def _versioned(name: str) -> ClientSpec | None:
+    """The ClientSpec of ``java@VERSION``; None for any other name (a malformed release included)."""
+    try:
+        release = java_build.release_of(name)
+    except ValueError:
+        return None
+    if release is None:
+        return None
+    build = java_build.build_for(release)
+    return ClientSpec(
+        name, f"Apache Kafka's Java client at kafka-clients {release} (org.apache.kafka:kafka-clients:{release})",
+        lambda: java_build.java_command(release=release),
+        _built_availability(build, lambda: f"kafka-clients {release}"),
+        lambda: release,
+        # Not measured per release (GROUP_FEATURES are verified for `java` only): none claimed.
+        features=frozenset())
+
+
+#: The forms of client names CLIENTS accepts besides its keys, with what they mean (for listings
+#: and error messages).
+VERSIONED_FORMS = {
+    "java@VERSION": "kafka-clients VERSION from Maven Central (e.g. java@3.1.2), the java driver built against it on first use",
+}
+
+
+CLIENTS: dict[str, ClientSpec] = _Clients({
     "confluent": ClientSpec(
         "confluent", "confluent-kafka-python over librdkafka",
         lambda: [sys.executable, "-m", "conformance.clients.confluent"],
@@ -162,7 +213,7 @@ CLIENTS: dict[str, ClientSpec] = {
         _built_availability(kafkajs_build.BUILD, lambda: f"kafkajs {kafkajs_build.kafkajs_version()}"),
         kafkajs_build.kafkajs_version,
         features=frozenset({"range_assignor"})),
-}
+})
 
 
 assert all(spec.features <= GROUP_FEATURES for spec in CLIENTS.values())

@@ -196,7 +196,7 @@ def _actors(v: _V, raw: Any, topics: set[str]) -> dict[str, m.ActorDef]:
         role = v.string(a["role"], f"{p}.role", m.ACTOR_ROLES)
         client = a.get("client")
         if client is not None:
-            v.string(client, f"{p}.client", list(CLIENTS))
+            v.string(client, f"{p}.client", CLIENTS)
         inputs = v.strings(a.get("inputs") or [], f"{p}.inputs")
         for i, t in enumerate(inputs):
             if t not in topics:

@@ -114,10 +114,13 @@ class Expect:
 
     def for_client(self, client: str | None) -> "Expect | None":
         """The expectation for one client (self when it is not per client); None when the case
-        does not specify one for that client."""
+        does not specify one for that client. A client at a chosen release (``java@3.1.2``) takes
+        its own entry, else its client's (``java``), else `default`."""
         if not self.per_client:
             return self
         found = self.per_client.get(client) if client else None
+        if found is None and client:
+            found = self.per_client.get(client_of(client))
         return found if found is not None else self.per_client.get("default")
 
     def describe(self) -> str:
@@ -222,7 +225,7 @@ class Step:
     label: str = ""
 
     def runs_for(self, client: str | None) -> bool:
-        return not self.clients or client in self.clients
+        return client_listed(client, self.clients)
 
     def describe(self) -> str:
         if self.kind == "repeat":
@@ -240,6 +243,17 @@ class Step:
         return f"await {self.awaits}"
 
 
+def client_of(client: str) -> str:
+    """The client a client at a chosen release is of: ``java@3.1.2`` -> ``java``; a plain name itself."""
+    return client.split("@", 1)[0]
+
+
+def client_listed(client: str | None, clients: tuple[str, ...]) -> bool:
+    """Whether a step or check limited to `clients` (empty: every client) runs with `client`: a
+    listed name covers that client at every release (``java`` covers ``java@3.1.2``)."""
+    return not clients or client in clients or (client is not None and client_of(client) in clients)
+
+
 @dataclass(frozen=True)
 class CheckDef:
     kind: str
@@ -250,7 +264,7 @@ class CheckDef:
     clients: tuple[str, ...] = ()
 
     def applies_to(self, client: str | None) -> bool:
-        return not self.clients or client in self.clients
+        return client_listed(client, self.clients)
 
     def __str__(self) -> str:
         return self.name
@@ -430,6 +444,16 @@ class Case:
         if self.regression is not None and self.regression.component == "broker":
             return self.regression.key
         return None
+
+    def not_for_client(self, client: str) -> str | None:
+        """Why the case does not run with `client` (None: it does): a regression of a client's
+        bug runs with that client and its releases only (``--client java@3.1.2`` picks the
+        release, as ``--target apache-kafka@3.5.2`` picks a broker's)."""
+        reg = self.regression
+        if reg is None or reg.component == "broker" or client_of(client) == reg.component:
+            return None
+        return (f"{reg.key} is a bug of the {reg.component} client: the case runs with {reg.component} "
+                f"and its releases ({reg.component}@VERSION), not with {client}")
 
     # --------------------------------------------------------------- derived needs
     def all_steps(self) -> list[Step]:

@@ -24,7 +24,7 @@ import traceback
 from pathlib import Path
 
 from .. import baseline as baselines_
-from ..clients.registry import CLIENTS
+from ..clients.registry import CLIENTS, VERSIONED_FORMS
 from ..dsl import CaseError, load_cases
 from ..provenance import command_line
 from ..targets import resolve_target_names, target_class
@@ -104,7 +104,7 @@ def invalid_targets_or_clients(targets: list[str], clients: list[str]) -> str | 
             return exc.args[0]
     unknown = [c for c in clients if c not in CLIENTS]
     if unknown:
-        return f"unknown client(s) {unknown}; known: {sorted(CLIENTS)}"
+        return f"unknown client(s) {unknown}; known: {sorted(CLIENTS)} and {', '.join(VERSIONED_FORMS)}"
     for c in clients:
         ok, why = CLIENTS[c].availability()
         if not ok:

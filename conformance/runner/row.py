@@ -204,6 +204,8 @@ class RowRun:
         case, slot, plan = self.case, self.slot, self.plan
         if plan.not_applicable is not None:
             raise NotApplicable(plan.not_applicable)
+        if case.not_for_client(self.client) is not None:
+            raise NotApplicable(case.not_for_client(self.client))
         if plan.shared:
             self.target, self.bootstrap = shared.acquire(slot.name, case, plan.broker_configs)
         else:

@@ -91,6 +91,7 @@ const OPS = ['hello', 'create_producer', 'create_consumer', 'create_admin', 'ini
 const UNSUPPORTED = {
   describe_transactions: `KafkaJS ${KAFKAJS_VERSION} has no DescribeTransactions`,
   describe_producers: `KafkaJS ${KAFKAJS_VERSION} has no DescribeProducers`,
+  fence_producers: `KafkaJS ${KAFKAJS_VERSION} has no admin fencing of transactional ids (KIP-618)`,
   eos_loop: `KafkaJS ${KAFKAJS_VERSION} has no consume-transform-produce loop of its own`
 }
 

@@ -31,14 +31,10 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.CreateTopicsOptions;
-import org.apache.kafka.clients.admin.DescribeProducersResult;
-import org.apache.kafka.clients.admin.DescribeTransactionsResult;
 import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
-import org.apache.kafka.clients.admin.ProducerState;
-import org.apache.kafka.clients.admin.TransactionDescription;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -73,7 +69,7 @@ public final class Driver {
             "hello", "create_producer", "create_consumer", "create_admin", "init_transactions",
             "begin_transaction", "send", "flush", "send_offsets_to_transaction", "commit_transaction",
             "abort_transaction", "subscribe", "assign", "poll", "commit", "committed", "position", "close",
-            "describe_transactions", "describe_producers", "list_offsets", "create_topics");
+            "describe_transactions", "describe_producers", "fence_producers", "list_offsets", "create_topics");
     /** Ops of the definition (ops.yaml, not required) that kafka-clients has no counterpart for. */
     private static final Map<String, String> UNSUPPORTED = Map.of(
             "eos_loop", "kafka-clients has no consume-transform-produce loop of its own (Kafka Streams is a framework, not this client)");
@@ -234,6 +230,7 @@ public final class Driver {
             case "close": return close(a, d);
             case "describe_transactions": return describeTransactions(a, d);
             case "describe_producers": return describeProducers(a, d);
+            case "fence_producers": return fenceProducers(a, d);
             case "list_offsets": return listOffsets(a, d);
             case "create_topics": return createTopics(a, d);
             default: throw new OpError("UNSUPPORTED_BY_CLIENT", op);
@@ -246,14 +243,10 @@ public final class Driver {
 
     private ObjectNode hello() throws Exception {
         ObjectNode data = empty();
-        Properties version = new Properties();
-        try (InputStream in = KafkaProducer.class.getResourceAsStream("/kafka/kafka-version.properties")) {
-            if (in != null) version.load(in);
-        }
         data.put("client", "java");
         data.put("library", "kafka-clients");
-        data.put("library_version", version.getProperty("version", "unknown"));
-        data.put("client_version", version.getProperty("version", "unknown"));
+        data.put("library_version", Compat.clientsVersion());
+        data.put("client_version", Compat.clientsVersion());
         data.put("language", "java");
         data.put("java_version", System.getProperty("java.version"));
         data.put("protocol", 1);
@@ -623,23 +616,30 @@ public final class Driver {
     }
 
     // -- admin --------------------------------------------------------------------------------------
+    /** Admin.describeTransactions (KIP-664, kafka-clients 3.0+), reached by name (Compat). */
     private JsonNode describeTransactions(JsonNode a, Deadline d) throws Exception {
+        java.lang.reflect.Method describe = Compat.method("describe_transactions", Admin.class, "describeTransactions", Collection.class);
         List<String> ids = new ArrayList<>();
         for (JsonNode id : a.get("ids")) ids.add(id.asText());
-        DescribeTransactionsResult result = admin().describeTransactions(ids);
+        Object result = Compat.invoke(describe, admin(), ids);
+        java.lang.reflect.Method description = result.getClass().getMethod("description", String.class);
         ArrayNode out = Outcomes.JSON.createArrayNode();
         for (String id : ids) {
             ObjectNode n = out.addObject();
             n.put("transactional_id", id);
             try {
-                TransactionDescription t = result.description(id).get(d.remainingMs(), TimeUnit.MILLISECONDS);
-                n.put("state", t.state().toString());
-                n.put("producer_id", t.producerId());
-                n.put("producer_epoch", t.producerEpoch());
-                n.put("timeout_ms", t.transactionTimeoutMs());
-                n.put("coordinator_id", t.coordinatorId());
+                Object t = ((org.apache.kafka.common.KafkaFuture<?>) Compat.invoke(description, result, id))
+                        .get(d.remainingMs(), TimeUnit.MILLISECONDS);
+                n.put("state", Compat.get(t, "state").toString());
+                n.put("producer_id", (Long) Compat.get(t, "producerId"));
+                n.put("producer_epoch", (Integer) Compat.get(t, "producerEpoch"));
+                n.put("timeout_ms", (Long) Compat.get(t, "transactionTimeoutMs"));
+                n.put("coordinator_id", (Integer) Compat.get(t, "coordinatorId"));
                 TreeMap<String, TopicPartition> sorted = new TreeMap<>();
-                for (TopicPartition tp : t.topicPartitions()) sorted.put(tp.topic() + "\0" + String.format("%09d", tp.partition()), tp);
+                for (Object o : (Collection<?>) Compat.get(t, "topicPartitions")) {
+                    TopicPartition tp = (TopicPartition) o;
+                    sorted.put(tp.topic() + "\0" + String.format("%09d", tp.partition()), tp);
+                }
                 ArrayNode parts = n.putArray("partitions");
                 for (TopicPartition tp : sorted.values()) {
                     ObjectNode pn = parts.addObject();
@@ -657,28 +657,34 @@ public final class Driver {
         return data;
     }
 
+    /** Admin.describeProducers (KIP-664, kafka-clients 3.0+), reached by name (Compat). */
     private JsonNode describeProducers(JsonNode a, Deadline d) throws Exception {
+        java.lang.reflect.Method describe = Compat.method("describe_producers", Admin.class, "describeProducers", Collection.class);
         List<TopicPartition> parts = new ArrayList<>();
         for (JsonNode p : a.get("partitions")) parts.add(new TopicPartition(p.get("topic").asText(), p.get("partition").asInt()));
-        DescribeProducersResult result = admin().describeProducers(parts);
+        Object result = Compat.invoke(describe, admin(), parts);
+        java.lang.reflect.Method partitionResult = result.getClass().getMethod("partitionResult", TopicPartition.class);
         ArrayNode out = Outcomes.JSON.createArrayNode();
         for (TopicPartition tp : parts) {
             ObjectNode n = out.addObject();
             n.put("topic", tp.topic());
             n.put("partition", tp.partition());
             try {
-                List<ProducerState> states = new ArrayList<>(
-                        result.partitionResult(tp).get(d.remainingMs(), TimeUnit.MILLISECONDS).activeProducers());
-                states.sort((x, y) -> Long.compare(x.producerId(), y.producerId()));
+                Object description = ((org.apache.kafka.common.KafkaFuture<?>) Compat.invoke(partitionResult, result, tp))
+                        .get(d.remainingMs(), TimeUnit.MILLISECONDS);
+                List<Object> states = new ArrayList<>((Collection<?>) Compat.get(description, "activeProducers"));
+                Map<Object, Long> ids = new HashMap<>();
+                for (Object s : states) ids.put(s, (Long) Compat.get(s, "producerId"));
+                states.sort(Comparator.comparing(ids::get));
                 ArrayNode producers = n.putArray("producers");
-                for (ProducerState s : states) {
+                for (Object s : states) {
                     ObjectNode pn = producers.addObject();
-                    pn.put("producer_id", s.producerId());
-                    pn.put("producer_epoch", s.producerEpoch());
-                    pn.put("last_sequence", s.lastSequence());
-                    pn.put("last_timestamp_ms", s.lastTimestamp());
-                    pn.put("coordinator_epoch", s.coordinatorEpoch().orElse(-1));
-                    pn.put("current_txn_start_offset", s.currentTransactionStartOffset().orElse(-1L));
+                    pn.put("producer_id", ids.get(s));
+                    pn.put("producer_epoch", (Integer) Compat.get(s, "producerEpoch"));
+                    pn.put("last_sequence", (Integer) Compat.get(s, "lastSequence"));
+                    pn.put("last_timestamp_ms", (Long) Compat.get(s, "lastTimestamp"));
+                    pn.put("coordinator_epoch", ((java.util.OptionalInt) Compat.get(s, "coordinatorEpoch")).orElse(-1));
+                    pn.put("current_txn_start_offset", ((java.util.OptionalLong) Compat.get(s, "currentTransactionStartOffset")).orElse(-1L));
                 }
             } catch (TimeoutException e) {
                 throw new OpError("DEADLINE_EXCEEDED", "describe_producers: no answer for " + tp + " before the deadline");
@@ -688,6 +694,35 @@ public final class Driver {
         }
         ObjectNode data = empty();
         data.set("partitions", out);
+        return data;
+    }
+
+    /**
+     * Admin.fenceProducers (KIP-618, kafka-clients 3.3+), reached by name (Compat): succeeds when the
+     * client reports every id fenced (its all()), with the producer id and epoch it fenced at; else
+     * fails with the error the client raised.
+     */
+    private JsonNode fenceProducers(JsonNode a, Deadline d) throws Exception {
+        java.lang.reflect.Method fence = Compat.method("fence_producers", Admin.class, "fenceProducers", Collection.class);
+        List<String> ids = new ArrayList<>();
+        for (JsonNode id : a.get("ids")) ids.add(id.asText());
+        Object result = Compat.invoke(fence, admin(), ids);
+        java.lang.reflect.Method producerId = result.getClass().getMethod("producerId", String.class);
+        java.lang.reflect.Method epoch = result.getClass().getMethod("epochId", String.class);
+        try {
+            ((org.apache.kafka.common.KafkaFuture<?>) Compat.get(result, "all")).get(d.remainingMs(), TimeUnit.MILLISECONDS);
+        } catch (TimeoutException e) {
+            throw new OpError("DEADLINE_EXCEEDED", "fence_producers: no answer for " + ids + " before the deadline");
+        }
+        ArrayNode out = Outcomes.JSON.createArrayNode();
+        for (String id : ids) {
+            ObjectNode n = out.addObject();
+            n.put("transactional_id", id);
+            n.put("producer_id", (Long) ((org.apache.kafka.common.KafkaFuture<?>) Compat.invoke(producerId, result, id)).get());
+            n.put("producer_epoch", ((Number) ((org.apache.kafka.common.KafkaFuture<?>) Compat.invoke(epoch, result, id)).get()).intValue());
+        }
+        ObjectNode data = empty();
+        data.set("fenced", out);
         return data;
     }
 

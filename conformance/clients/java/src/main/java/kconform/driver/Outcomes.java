@@ -18,12 +18,9 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.config.ConfigException;
 import org.apache.kafka.common.errors.ApiException;
-import org.apache.kafka.common.errors.ApplicationRecoverableException;
 import org.apache.kafka.common.errors.InvalidConfigurationException;
 import org.apache.kafka.common.errors.ProducerFencedException;
-import org.apache.kafka.common.errors.RefreshRetriableException;
 import org.apache.kafka.common.errors.RetriableException;
-import org.apache.kafka.common.errors.TransactionAbortableException;
 import org.apache.kafka.common.errors.TransactionAbortedException;
 import org.apache.kafka.common.errors.UnknownServerException;
 import org.apache.kafka.common.protocol.Errors;
@@ -42,6 +39,9 @@ import org.apache.kafka.common.protocol.Errors;
  */
 final class Outcomes {
     static final ObjectMapper JSON = new ObjectMapper();
+    /** Exception families younger than the oldest kafka-clients driven, tested by name (Compat). */
+    private static final String ERRORS = "org.apache.kafka.common.errors.";
+    private static final String TRANSACTION_ABORTABLE = ERRORS + "TransactionAbortableException";
 
     private Outcomes() {}
 
@@ -88,7 +88,7 @@ final class Outcomes {
             err.put("code", code);
         }
         boolean retriable = top instanceof RetriableException || basis instanceof RetriableException;
-        boolean abortable = basis instanceof TransactionAbortableException;
+        boolean abortable = Compat.isA(basis, TRANSACTION_ABORTABLE);
         boolean fatal = false;
         Boolean[] state = transactionState(producer);
         if (state != null) {
@@ -123,9 +123,9 @@ final class Outcomes {
 
     /** KIP-1050's exception families, the Java client's own coarse classification. */
     private static String category(Throwable t) {
-        if (t instanceof ApplicationRecoverableException) return "ApplicationRecoverable";
-        if (t instanceof TransactionAbortableException) return "TransactionAbortable";
-        if (t instanceof RefreshRetriableException) return "RefreshRetriable";
+        if (Compat.isA(t, ERRORS + "ApplicationRecoverableException")) return "ApplicationRecoverable";
+        if (Compat.isA(t, TRANSACTION_ABORTABLE)) return "TransactionAbortable";
+        if (Compat.isA(t, ERRORS + "RefreshRetriableException")) return "RefreshRetriable";
         if (t instanceof RetriableException) return "Retriable";
         if (t instanceof InvalidConfigurationException) return "InvalidConfiguration";
         if (t instanceof KafkaException) return "KafkaException";
