@@ -121,6 +121,10 @@ class Target(abc.ABC):
     #: Takes `advertised.listeners` as a broker config: each node can name the proxy's port for
     #: itself, so brokers reach each other through the proxy too (broker-to-broker fault rules).
     advertises_listeners: ClassVar[bool] = False
+    #: On a run over SASL (conformance/security.py) its brokers authenticate the requests they
+    #: send each other (Kafka's inter-broker SASL settings), so they may dial the proxy's
+    #: advertised ports; the embedded broker cannot (docs/security.md): its proxy rewrites.
+    authenticates_own_requests: ClassVar[bool] = False
     #: Its name may carry `@VERSION` (its constructor takes version=): several releases side by
     #: side in one run (targets.make_target).
     versioned: ClassVar[bool] = False
