@@ -52,17 +52,21 @@ def test_secret_leaks_finds_a_password_in_a_file_and_in_a_frame(tmp_path):
     assert secret_leaks(tmp_path, "s3cr3t-pw") == ["a.log", "b.bin", "t.jsonl line 1 (a frame)"]
 
 
-def test_a_run_over_sasl_authenticates_every_client_and_writes_no_password(tmp_path):
-    ok, why = TARGETS["embedded"].availability()
+# Embedded with every client (each driver's logs); Apache Kafka with one (its server.log, format.log).
+@pytest.mark.parametrize("target,every_client", [("embedded", True), ("apache-kafka", False)])
+def test_a_run_over_sasl_authenticates_every_client_and_writes_no_password(tmp_path, target, every_client):
+    ok, why = TARGETS[target].availability()
     if not ok:
         pytest.skip(why)
     clients = _available_clients()
+    if not every_client:
+        clients = [c for c in clients if c == "confluent"]
     if not clients:
         pytest.skip("no client available")
     sec = Security.generate("sasl_plaintext")
     assert sec.password not in repr(sec)
     results = tmp_path / "results"
-    rows = run(RunOptions(targets=["embedded"], clients=clients, cases=load_cases(["txn/basic_commit"]),
+    rows = run(RunOptions(targets=[target], clients=clients, cases=load_cases(["txn/basic_commit"]),
                           results_dir=results, proxy="auto", jobs=1, security=sec))
     assert [(r.client, r.verdict.value, r.security_protocol) for r in rows] == \
         [(c, "pass", "SASL_PLAINTEXT") for c in clients], [r.reason for r in rows]
