@@ -118,8 +118,12 @@ def _decode_answer(api_key: int, version: int, answer: bytes) -> dict[str, Any]:
 # references earlier responses as "${step_id.field}", and builds record batches with
 # `{batch: {...}}` (see cases/README.md).
 
-#: Body keys whose string values are case names (made unique per run by the namespace).
-NAME_KEYS = frozenset({"transactional_id", "v3_and_below_transactional_id", "group_id", "topic"})
+#: Body keys whose string values are case names (made unique per run by the namespace); the ACL
+#: APIs' resource names too (CreateAcls, DescribeAcls, DeleteAcls), but for NAME_KEPT.
+NAME_KEYS = frozenset({"transactional_id", "v3_and_below_transactional_id", "group_id", "topic",
+                       "resource_name", "resource_name_filter"})
+#: Names that are Kafka's, never a case's: the wildcard resource and the cluster resource.
+NAME_KEPT = frozenset({"*", "kafka-cluster"})
 #: Body keys whose values are lists of case names (DescribeTransactions.TransactionalIds,
 #: DescribeGroups.Groups, DeleteGroups.GroupsNames, ...).
 NAME_LISTS = frozenset({"transactional_ids", "groups", "groups_names", "group_ids"})
@@ -145,7 +149,7 @@ def namespace_body(value: Any, name: Callable[[str], str], parent: str | None = 
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
-            if isinstance(v, str) and v and (k in NAME_KEYS or (k == "name" and parent in TOPIC_LISTS)):
+            if isinstance(v, str) and v and v not in NAME_KEPT and (k in NAME_KEYS or (k == "name" and parent in TOPIC_LISTS)):
                 out[k] = name(v)
             elif k in NAME_LISTS and isinstance(v, list) and all(isinstance(x, str) for x in v):
                 out[k] = [name(x) if x else x for x in v]
