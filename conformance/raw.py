@@ -26,7 +26,9 @@ from broker_impl.codec import API, RESPONSE_HEADER, FrameError, build_batch, err
 
 from conformance.clients.errors import kafka_code
 from conformance.clients.protocol import ErrorInfo, Outcome
+from conformance import security
 from conformance.refs import parse as parse_ref
+from conformance.targets import wire
 
 READ_TIMEOUT_S = 5.0
 #: The largest response the raw actor reads; a larger size prefix is taken for a broken answer.
@@ -57,6 +59,9 @@ def _round_trip(address: tuple[str, int], frame: bytes, timeout_s: float) -> byt
     """Send one frame on a fresh connection and read one response frame (size prefix included)."""
     try:
         with socket.create_connection(address, timeout=timeout_s) as sock:
+            sec = security.current()
+            if sec.sasl:   # a run over SASL: the raw actor authenticates as the clients do, then sends
+                wire.authenticate(sock, address, sec)
             sock.sendall(frame)
             answer = read_frame(sock, MAX_RESPONSE_BYTES)
             if answer is None:
@@ -68,6 +73,8 @@ def _round_trip(address: tuple[str, int], frame: bytes, timeout_s: float) -> byt
         raise _NoAnswer("REQUEST_TIMED_OUT", f"no answer within {timeout_s} s") from None
     except ConnectionError as exc:
         raise _NoAnswer("NETWORK_EXCEPTION", f"connection error: {exc}") from None
+    except wire.WireError as exc:
+        raise _NoAnswer("SASL_AUTHENTICATION_FAILED", f"the raw actor could not authenticate: {exc}") from None
 
 
 def _failure(op: str, name: str, message: str, t0: float) -> Outcome:

@@ -116,7 +116,7 @@ def _exchange(sock: socket.socket, address: tuple[str, int], request, response_c
     return response_cls.decode(frame[4:], version=version, header=True)
 
 
-def _authenticate(sock: socket.socket, address: tuple[str, int], sec: security.Security) -> None:
+def authenticate(sock: socket.socket, address: tuple[str, int], sec: security.Security) -> None:
     """SaslHandshake v1 then SaslAuthenticate v2 with SCRAM (RFC 5802, kafka-python's ScramClient),
     as a client does on a SASL listener before any other request (docs/security.md)."""
     hs = _exchange(sock, address, SaslHandshakeRequest(mechanism=sec.mechanism), SaslHandshakeResponse, 1)
@@ -147,7 +147,7 @@ def _round_trip(address: tuple[str, int], request, response_cls, version: int, t
         with socket.create_connection(address, timeout=timeout) as sock:
             sock.settimeout(timeout)
             if sec.sasl:
-                _authenticate(sock, address, sec)
+                authenticate(sock, address, sec)
             return _exchange(sock, address, request, response_cls, version)
     except (OSError, FrameError) as exc:  # refused, reset, timed out, cut short
         raise WireError(f"{address[0]}:{address[1]}: {exc}") from exc
