@@ -156,7 +156,8 @@ def namespace_body(value: Any, name: Callable[[str], str], parent: str | None = 
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
-            if isinstance(v, str) and v and v not in NAME_KEPT and (k in NAME_KEYS or (k == "name" and parent in TOPIC_LISTS)):
+            named = k in NAME_KEYS or (k == "name" and parent in TOPIC_LISTS)
+            if isinstance(v, str) and v and v not in NAME_KEPT and named:
                 out[k] = name(v)
             elif k in NAME_LISTS and isinstance(v, list) and all(isinstance(x, str) for x in v):
                 out[k] = [name(x) if x else x for x in v]
