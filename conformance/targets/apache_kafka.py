@@ -189,6 +189,7 @@ class ApacheKafkaTarget(LocalProcessTarget):
     )
     per_node_configs = True
     advertises_listeners = True
+    secures_listeners = True
     authenticates_own_requests = True
     #: Apache Kafka is what every other target is measured against.
     reference = True

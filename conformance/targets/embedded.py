@@ -72,6 +72,7 @@ class EmbeddedTarget(LocalProcessTarget):
     static_capabilities = frozenset({"kill", "pause", "restart", "stop_node", "fault_points", "multi_node",
                                      "dedicated_controller", "wire_markers", "txn_verification"})
     advertises_listeners = True
+    secures_listeners = True
     per_node_configs = True
     ready_timeout = 30.0
     stop_grace = 10.0

@@ -62,3 +62,25 @@ def test_embedded_broker_is_not_advertised_behind_the_proxy_over_sasl():
     with security.use(Security.generate("sasl_plaintext")):
         assert front_mode(TARGETS["embedded"], case) == REWRITE
         assert front_mode(TARGETS["apache-kafka"], case) == ADVERTISE
+
+
+def test_a_run_over_sasl_is_not_applicable_where_the_target_cannot_secure_it(tmp_path):
+    """Checked before any process starts: a target without a SASL set-up, and an embedded
+    cluster (its nodes' own connections are PLAINTEXT)."""
+    from conformance.results import NotApplicable
+    from conformance.targets.base import Target
+    from conformance.targets.topology import Topology
+
+    class Plain(Target):
+        name = "plain-only"
+
+        @classmethod
+        def availability(cls):
+            return True, "test"
+
+    Plain.__abstractmethods__ = frozenset()
+    with security.use(Security.generate("sasl_plaintext")):
+        with pytest.raises(NotApplicable, match="does not set up a SASL_PLAINTEXT listener"):
+            Plain().start(Topology(), {}, tmp_path)
+        with pytest.raises(NotApplicable, match="one node only"):
+            TARGETS["embedded"]().start(Topology(nodes=3), {}, tmp_path)
