@@ -26,7 +26,9 @@ from broker_impl.codec import API, RESPONSE_HEADER, FrameError, build_batch, err
 
 from conformance.clients.errors import kafka_code
 from conformance.clients.protocol import ErrorInfo, Outcome
+from conformance import security
 from conformance.refs import parse as parse_ref
+from conformance.targets import wire
 
 READ_TIMEOUT_S = 5.0
 #: The largest response the raw actor reads; a larger size prefix is taken for a broken answer.
@@ -57,6 +59,9 @@ def _round_trip(address: tuple[str, int], frame: bytes, timeout_s: float) -> byt
     """Send one frame on a fresh connection and read one response frame (size prefix included)."""
     try:
         with socket.create_connection(address, timeout=timeout_s) as sock:
+            sec = security.current()
+            if sec.sasl:   # a run over SASL: the raw actor authenticates as the clients do, then sends
+                wire.authenticate(sock, address, sec)
             sock.sendall(frame)
             answer = read_frame(sock, MAX_RESPONSE_BYTES)
             if answer is None:
@@ -68,6 +73,8 @@ def _round_trip(address: tuple[str, int], frame: bytes, timeout_s: float) -> byt
         raise _NoAnswer("REQUEST_TIMED_OUT", f"no answer within {timeout_s} s") from None
     except ConnectionError as exc:
         raise _NoAnswer("NETWORK_EXCEPTION", f"connection error: {exc}") from None
+    except wire.WireError as exc:
+        raise _NoAnswer("SASL_AUTHENTICATION_FAILED", f"the raw actor could not authenticate: {exc}") from None
 
 
 def _failure(op: str, name: str, message: str, t0: float) -> Outcome:
@@ -118,8 +125,12 @@ def _decode_answer(api_key: int, version: int, answer: bytes) -> dict[str, Any]:
 # references earlier responses as "${step_id.field}", and builds record batches with
 # `{batch: {...}}` (see cases/README.md).
 
-#: Body keys whose string values are case names (made unique per run by the namespace).
-NAME_KEYS = frozenset({"transactional_id", "v3_and_below_transactional_id", "group_id", "topic"})
+#: Body keys whose string values are case names (made unique per run by the namespace); the ACL
+#: APIs' resource names too (CreateAcls, DescribeAcls, DeleteAcls), but for NAME_KEPT.
+NAME_KEYS = frozenset({"transactional_id", "v3_and_below_transactional_id", "group_id", "topic",
+                       "resource_name", "resource_name_filter"})
+#: Names that are Kafka's, never a case's: the wildcard resource and the cluster resource.
+NAME_KEPT = frozenset({"*", "kafka-cluster"})
 #: Body keys whose values are lists of case names (DescribeTransactions.TransactionalIds,
 #: DescribeGroups.Groups, DeleteGroups.GroupsNames, ...).
 NAME_LISTS = frozenset({"transactional_ids", "groups", "groups_names", "group_ids"})
@@ -145,7 +156,8 @@ def namespace_body(value: Any, name: Callable[[str], str], parent: str | None = 
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
-            if isinstance(v, str) and v and (k in NAME_KEYS or (k == "name" and parent in TOPIC_LISTS)):
+            named = k in NAME_KEYS or (k == "name" and parent in TOPIC_LISTS)
+            if isinstance(v, str) and v and v not in NAME_KEPT and named:
                 out[k] = name(v)
             elif k in NAME_LISTS and isinstance(v, list) and all(isinstance(x, str) for x in v):
                 out[k] = [name(x) if x else x for x in v]

@@ -264,15 +264,19 @@ class Row:
     #: The verdict judged against the baseline (`judge`d by apply_baseline); None (not written)
     #: for rows of writers that judge none (older runs, kconform diff, kconform fuzz).
     status: Status | None = None
+    #: The security protocol the row's clients and target spoke (`kconform run --security`,
+    #: conformance/security.py), e.g. SASL_PLAINTEXT; None (not written): PLAINTEXT.
+    security_protocol: str | None = None
 
     #: The fields written in the order of the schema (and of the rows the runner always wrote).
     ORDER: ClassVar[tuple[str, ...]] = (
         "run_id", "started_at", "case", "case_title", "tags", "scenario", "target", "target_version", "client",
         "client_version", "verdict", "checks", "outcome", "diff", "reference_target", "duration_s", "reason",
-        "artifacts", "known_difference", "workload", "unspecified", "known_reference_bug", "expected", "status")
+        "artifacts", "known_difference", "workload", "unspecified", "known_reference_bug", "expected", "status",
+        "security_protocol")
     #: Written only when set.
     OPTIONAL: ClassVar[frozenset[str]] = frozenset({"unspecified", "workload", "known_reference_bug", "expected",
-                                                    "status"})
+                                                    "status", "security_protocol"})
 
     @property
     def failed_checks(self) -> list[Check]:

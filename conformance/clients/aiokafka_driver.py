@@ -245,7 +245,7 @@ class AiokafkaDriver(BaseDriver):
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def _client_kwargs(self, args: dict[str, Any]) -> dict[str, Any]:
-        kw = kwargs_from_config(args.get("config") or {})
+        kw = {**self.security.python_kwargs(), **kwargs_from_config(args.get("config") or {})}
         if kw.get("bootstrap_servers"):
             self.bootstrap = kw["bootstrap_servers"]
         return kw
@@ -268,7 +268,7 @@ class AiokafkaDriver(BaseDriver):
         return {"client_id": self.consumer._client._client_id}
 
     def op_create_admin(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
-        kw = kwargs_from_config(args.get("config") or {})
+        kw = {**self.security.python_kwargs(), **kwargs_from_config(args.get("config") or {})}
         if not kw.get("bootstrap_servers"):
             kw["bootstrap_servers"] = self._admin_bootstrap()
         admin = self.aio.call(lambda: AIOKafkaAdminClient(**kw), deadline)
@@ -454,6 +454,7 @@ class AiokafkaDriver(BaseDriver):
         if reader is None:
             bootstrap = self._admin_bootstrap() if self.admin is None else self.admin._client._bootstrap_servers
             reader = self.aio.call(lambda: AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level=level,
+                                                            **self.security.python_kwargs(),
                                                             enable_auto_commit=False), deadline)
             self.aio.run(reader.start(), deadline)
             self.offset_readers[level] = reader

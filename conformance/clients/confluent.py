@@ -120,7 +120,7 @@ class ConfluentDriver(BaseDriver):
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def _config(self, args: dict[str, Any]) -> dict[str, Any]:
-        config = dict(args.get("config") or {})
+        config = {**self.security.librdkafka_config(), **(args.get("config") or {})}
         if "bootstrap.servers" in config:
             self.bootstrap = str(config["bootstrap.servers"])
         config.setdefault("error_cb", self._error_cb)
@@ -149,7 +149,7 @@ class ConfluentDriver(BaseDriver):
         return {"client_id": (args.get("config") or {}).get("client.id")}
 
     def op_create_admin(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
-        config = dict(args.get("config") or {})
+        config = {**self.security.librdkafka_config(), **(args.get("config") or {})}
         if not config.get("bootstrap.servers"):
             config["bootstrap.servers"] = self._admin_bootstrap()
         self.admin = AdminClient(config)
@@ -190,7 +190,8 @@ class ConfluentDriver(BaseDriver):
             raise OpError("ILLEGAL_STATE", "no bootstrap.servers known for the group_id form")
         # librdkafka's group metadata is opaque and only a consumer makes one. A consumer that never
         # joins gives generation -1 and no member id, as Java's `new ConsumerGroupMetadata(groupId)`.
-        scratch = Consumer({"bootstrap.servers": self.bootstrap, "group.id": args["group_id"]})
+        scratch = Consumer({**self.security.librdkafka_config(), "bootstrap.servers": self.bootstrap,
+                            "group.id": args["group_id"]})
         try:
             producer.send_offsets_to_transaction(offsets, scratch.consumer_group_metadata(), deadline.remaining())
         finally:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, TextIO
 
 from conformance.clients.errors import kafka_code
+from conformance.security import Security
 from conformance.clients.protocol import OPS, PROTOCOL_VERSION, encode_bytes
 
 # How long past an op's deadline the serve loop waits for the library call before answering
@@ -248,6 +249,9 @@ class BaseDriver:
         self.admin: Any = None
         #: bootstrap.servers of the producer/consumer: create_admin's default.
         self.bootstrap: str | None = None
+        #: The run's security settings (conformance/security.py), from the environment: every
+        #: library object the driver makes gets them, translated into the library's options.
+        self.security = Security.from_env()
         #: Partitions (topic, partition) the group took from the consumer since ``poll`` last looked:
         #: a driver's rebalance listener adds them (``note_revoked``), ``poll`` takes them.
         self._revoked: set[tuple[str, int]] = set()

@@ -187,9 +187,9 @@ class KafkaPythonDriver(BaseDriver):
         return None
 
     # -- lifecycle ---------------------------------------------------------------------------------
-    @staticmethod
-    def _kwargs(args: dict[str, Any], deadline: Deadline, consumer: bool = False) -> dict[str, Any]:
-        kw = (consumer_kwargs if consumer else python_kwargs)(args.get("config") or {})
+    def _kwargs(self, args: dict[str, Any], deadline: Deadline, consumer: bool = False) -> dict[str, Any]:
+        kw = {**self.security.python_kwargs(),
+              **(consumer_kwargs if consumer else python_kwargs)(args.get("config") or {})}
         # kafka-python's constructors block until they reach a broker (bootstrap_timeout_ms, 30 s by
         # default); unless the case set it, that wait gets the op's deadline like every other call.
         kw.setdefault("bootstrap_timeout_ms", max(1, min(30_000, deadline.remaining_ms())))

@@ -20,6 +20,7 @@ import weakref
 from pathlib import Path
 from typing import IO, Any, Sequence
 
+from conformance import security
 from conformance.clients.protocol import Outcome, decode_reply, encode_request
 from conformance.clients.registry import CLIENTS
 
@@ -95,6 +96,8 @@ class ClientProcess:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
         env["PYTHONUNBUFFERED"] = "1"
+        env.pop(security.ENV, None)
+        env.update(security.current().to_env())   # the run's security: every driver (protocol.py)
         env.update(self._env or {})
         t0 = time.monotonic()
         self._proc = subprocess.Popen(

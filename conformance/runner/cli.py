@@ -24,6 +24,7 @@ import traceback
 from pathlib import Path
 
 from .. import baseline as baselines_
+from .. import security
 from ..clients.registry import CLIENTS, VERSIONED_FORMS
 from ..dsl import CaseError, load_cases
 from ..provenance import command_line
@@ -59,6 +60,10 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
                    help=f"rows run at once, each with its own brokers (default {default_jobs()} here: two per "
                         "core; 1: one row after the other)")
+    p.add_argument("--security", choices=security.PROTOCOLS, default="plaintext",
+                   help="the security protocol of the run: sasl_plaintext starts the target with a SASL "
+                        "listener (SCRAM-SHA-512, a user and password made for the run) and every client "
+                        "authenticates (docs/security.md)")
     p.add_argument("--no-progress", action="store_true", help="plain output instead of a progress bar")
     ci = p.add_argument_group("CI: baselines, JUnit, shards (docs/ci.md)")
     ci.add_argument("--baseline", action="append", dest="baselines", metavar="PATH", type=Path,
@@ -206,7 +211,8 @@ def _cmd_run(args) -> int:
     opts = RunOptions(targets=targets, clients=clients, cases=cases, results_dir=args.results,
                       reference=args.reference, fresh=args.fresh, proxy=args.proxy, target_options=options,
                       jobs=jobs, baselines=baselines, shard=shard, durations=durations,
-                      run_id=run_id or new_run_id(), command=command_line(sys.argv))
+                      run_id=run_id or new_run_id(), command=command_line(sys.argv),
+                      security=security.Security.generate(args.security))
     total = len(targets) * len(cases) * len(clients)
     signal.signal(signal.SIGTERM, interrupt)   # stopped like Ctrl-C: the run's targets are stopped
     with progress_callbacks(total, min(jobs, total), plain=args.no_progress) as (on_row, on_start):

@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from .. import security
 from ..dsl.model import Case
 from ..proxy import ProxyServer, Rule
 from ..results import Check, NotApplicable
@@ -39,10 +40,15 @@ def front_mode(target_cls: type[Target], case: Case, shared: bool = False) -> st
     """How the proxy stands in front of this target for this case (module doc); NotApplicable
     when the case's rules need broker-to-broker traffic to cross a proxy that cannot see it."""
     advertise = target_cls.advertises_listeners and (case.topology.nodes == 1 or target_cls.per_node_configs)
-    if advertise and not shared:
+    # On a run over SASL a broker whose own requests cannot authenticate (the embedded broker's
+    # AddPartitionsToTxn verification, docs/security.md) must not be told to dial the proxy.
+    unauthenticated = security.current().sasl and not target_cls.authenticates_own_requests
+    if advertise and not shared and not unauthenticated:
         return ADVERTISE
     if case.needs_broker_traffic():
-        why = ("the instance is shared by parallel case runs" if advertise else
+        why = ("the instance is shared by parallel case runs" if advertise and not unauthenticated else
+               f"on a run over {security.current().protocol} target {target_cls.name!r}'s brokers cannot "
+               "authenticate their own requests to the proxy" if advertise else
                f"target {target_cls.name!r} cannot advertise the proxy's addresses to its brokers")
         raise NotApplicable(f"the case's proxy rules act on broker-to-broker traffic, which would not cross the "
                             f"proxy: {why}")

@@ -30,6 +30,7 @@ from conformance.clients.registry import CLIENTS
 from conformance.compare import normalise_outcome
 from conformance.targets import Target, target_class
 
+from .. import security
 from ..dsl.model import Case
 from ..results import Check, NotApplicable, Row, TargetCrashed, Verdict, VerdictException
 from .actors import client_version
@@ -188,7 +189,8 @@ class RowRun:
                        target_version="unknown", client=client, client_version=client_version(client),
                        artifacts={"steps": str(self.art_rel / "steps.json"), "logs": []},
                        known_difference=known_difference(case, slot.name, client),
-                       known_reference_bug=known_reference_bug(case, slot.name))
+                       known_reference_bug=known_reference_bug(case, slot.name),
+                       security_protocol=security.current().protocol if security.current().sasl else None)
         self.ns = Namespace()
         # set by start()
         self.target: Target | None = None

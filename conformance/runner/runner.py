@@ -45,6 +45,8 @@ from conformance.compare import structural_diff
 from conformance.targets import split_name, target_class
 
 from .. import baseline as baselines_
+from .. import security
+from ..security import Security
 from ..dsl.model import Case
 from ..provenance import environment
 from ..results import ResultsFile, Row
@@ -79,6 +81,8 @@ class RunOptions:
     durations: object | None = None
     #: The command line that made the run, without machine paths (provenance.command_line).
     command: str | None = None
+    #: What every target, driver and internal question of the run speaks (conformance/security.py).
+    security: Security = field(default_factory=Security)
 
 
 @dataclass(frozen=True)
@@ -321,6 +325,11 @@ OnStart = Callable[[str, str, str, int], None]  # case, target, client, worker
 
 def run(opts: RunOptions, on_row: OnRow | None = None, on_start: OnStart | None = None) -> list[Row]:
     """Run the plan with opts.jobs workers; returns the rows in results order (module doc)."""
+    with security.use(opts.security):
+        return _run(opts, on_row, on_start)
+
+
+def _run(opts: RunOptions, on_row: OnRow | None, on_start: OnStart | None) -> list[Row]:
     opts.results_dir.mkdir(parents=True, exist_ok=True)
     run_id = opts.run_id or new_run_id()
     reference = opts.reference or reference_target(opts.targets)
@@ -335,6 +344,7 @@ def run(opts: RunOptions, on_row: OnRow | None = None, on_start: OnStart | None 
     work = opts.results_dir / "work"
     ctx = RowContext(run_id, opts.results_dir)
     meta = {"run_id": run_id, "started_at": now_iso(), "status": "running", "targets": targets,
+            "security_protocol": opts.security.protocol,
             "clients": opts.clients, "cases": [c.id for c in opts.cases], "reference_target": reference,
             "jobs": jobs, "command": opts.command, "versions": environment(),
             "baselines": {t: b.source for t, b in opts.baselines.items() if t in targets},

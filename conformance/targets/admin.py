@@ -11,6 +11,7 @@ import logging
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from .. import security
 from .topology import TopicSpec
 
 #: librdkafka logs connection failures loudly while nodes are down or starting; route them
@@ -19,7 +20,8 @@ _librdkafka_log = logging.getLogger("kconform.targets.librdkafka")
 
 
 def admin_client(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap, "logger": _librdkafka_log})
+    return AdminClient({"bootstrap.servers": bootstrap, "logger": _librdkafka_log,
+                        **security.current().librdkafka_config()})
 
 
 def create_topics(bootstrap: str, topics: list[TopicSpec], nodes: int, timeout: float) -> None:

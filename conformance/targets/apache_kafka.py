@@ -55,7 +55,7 @@ import time
 import uuid
 from pathlib import Path
 
-from .. import buildcache
+from .. import buildcache, security
 from .base import NotApplicable, TargetStartError, Topology, wait_until
 from .topology import cluster_broker_defaults
 from .local import LocalProcessTarget
@@ -150,6 +150,25 @@ def write_properties(path: Path, props: dict[str, str]) -> None:
                     + "".join(f"{k}={v}\n" for k, v in props.items()))
 
 
+def sasl_broker_configs(sec: security.Security) -> dict[str, str]:
+    """A KRaft broker's SASL settings for the run's client listener (named as its protocol): the
+    enabled mechanism, and the JAAS config the broker logs in with to the other brokers over the
+    same listener (its inter-broker listener; `listener.name.<l>.<mechanism>.sasl.jaas.config`).
+    The users themselves are metadata, created at format time (``_run_format``)."""
+    if not sec.sasl:
+        return {}
+    listener = sec.protocol.lower()
+    return {"sasl.enabled.mechanisms": sec.mechanism,
+            "sasl.mechanism.inter.broker.protocol": sec.mechanism,
+            f"listener.name.{listener}.{sec.mechanism.lower()}.sasl.jaas.config":
+                sec.client_properties()["sasl.jaas.config"]}
+
+
+def _listener_named(advertised: str, name: str) -> str:
+    """``PLAINTEXT://h:p`` (the proxy's advertised listener) under the client listener's name."""
+    return ",".join(f"{name}://{item.partition('://')[2]}" for item in advertised.split(","))
+
+
 def default_broker_configs(nodes: int) -> dict[str, str]:
     return {
         **cluster_broker_defaults(nodes),
@@ -170,6 +189,8 @@ class ApacheKafkaTarget(LocalProcessTarget):
     )
     per_node_configs = True
     advertises_listeners = True
+    secures_listeners = True
+    authenticates_own_requests = True
     #: Apache Kafka is what every other target is measured against.
     reference = True
     versioned = True
@@ -265,6 +286,9 @@ class ApacheKafkaTarget(LocalProcessTarget):
         self.lib = resolve_kafka(self._version)
         self.timings["resolve"] = round(time.monotonic() - t0, 3)
         if self.metadata_mode == "zookeeper":
+            if security.current().sasl:
+                raise NotApplicable(f"Kafka {self._version} runs in ZooKeeper mode here, where the target does not "
+                                    f"set up {security.current().protocol} (SCRAM users live in ZooKeeper)")
             self._launch_zookeeper_mode(topology, broker_configs)
             return
         n = topology.nodes
@@ -283,14 +307,16 @@ class ApacheKafkaTarget(LocalProcessTarget):
             {k: v for k, v in broker_configs.items() if k not in FEATURE_KEYS and k != "metadata.version"}
         )
         voters = ",".join(f"{i}@{HOST}:{self.controller_ports[i]}" for i in voter_ids)
+        sec = security.current()
+        client = sec.protocol     # the client listener's name and protocol: PLAINTEXT or SASL_PLAINTEXT
         common = {
             "controller.quorum.voters": voters,
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": f"{client}:{client},CONTROLLER:PLAINTEXT",
             "controller.listener.names": "CONTROLLER",
         }
         node_props: dict[int, dict[str, str]] = {}
         for i in broker_ids:
-            listeners = [f"PLAINTEXT://{HOST}:{client_ports[i]}"]
+            listeners = [f"{client}://{HOST}:{client_ports[i]}"]
             if not dedicated:
                 listeners.append(f"CONTROLLER://{HOST}:{self.controller_ports[i]}")
             node_props[i] = {
@@ -298,10 +324,12 @@ class ApacheKafkaTarget(LocalProcessTarget):
                 "node.id": str(i),
                 **common,
                 "listeners": ",".join(listeners),
-                "advertised.listeners": f"PLAINTEXT://{HOST}:{client_ports[i]}",
-                "inter.broker.listener.name": "PLAINTEXT",
+                "advertised.listeners": f"{client}://{HOST}:{client_ports[i]}",
+                "inter.broker.listener.name": client,
+                **sasl_broker_configs(sec),
                 **configs,
-                **self.node_configs.get(i, {}),
+                **{k: _listener_named(v, client) if k == "advertised.listeners" else v
+                   for k, v in self.node_configs.get(i, {}).items()},
             }
             self.addresses[i] = (HOST, client_ports[i])
         if dedicated:
@@ -454,9 +482,13 @@ class ApacheKafkaTarget(LocalProcessTarget):
         every cluster start of a run (docs/measurements.md). A configuration the
         copy cannot stand for (its own metadata.log.dir, a dynamic quorum) is formatted in place.
         """
-        in_place = [i for i, props in node_props.items() if FORMAT_IN_PLACE_KEYS & set(props)]
+        # On a run over SASL every node is formatted in place with the run's SCRAM user
+        # (--add-scram): a credential never goes into the shared cache of format templates.
+        sec = security.current()
+        in_place = [i for i, props in node_props.items() if sec.sasl or FORMAT_IN_PLACE_KEYS & set(props)]
         if in_place:
-            self._run_format({i: self._node_dir(i) for i in in_place}, self.cluster_id, features, release)
+            self._run_format({i: self._node_dir(i) for i in in_place}, self.cluster_id, features, release,
+                             scram=sec if sec.sasl else None)
         for i, props in node_props.items():
             if i in in_place:
                 continue
@@ -505,8 +537,10 @@ class ApacheKafkaTarget(LocalProcessTarget):
         return buildcache.once(self.lib.parent / "formats" / digest, make)
 
     def _run_format(self, node_dirs: dict[int, Path], cluster_id: str, features: dict[str, str],
-                    release: str | None) -> None:
-        """kafka-storage format for each directory's server.properties, in parallel (short JVMs)."""
+                    release: str | None, scram: security.Security | None = None) -> None:
+        """kafka-storage format for each directory's server.properties, in parallel (short JVMs);
+        ``scram``: the user to create (Kafka keeps SCRAM credentials in the metadata log, so a
+        KRaft cluster gets its first ones at format time: --add-scram)."""
         running = []
         for i, d in node_dirs.items():
             argv = [
@@ -520,6 +554,8 @@ class ApacheKafkaTarget(LocalProcessTarget):
                 argv += ["--release-version", release]
             for k, v in sorted(features.items()):
                 argv += ["--feature", f"{k}={v}"]
+            if scram is not None:
+                argv += ["--add-scram", f"{scram.mechanism}=[name={scram.username},password={scram.password}]"]
             out = open(d / "format.log", "wb")
             running.append((i, d, out, subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=self._env())))
         failures = []

@@ -26,6 +26,7 @@ from broker_impl.codec import Errors, error_name
 
 from ..results import NotApplicable, TargetUnavailable  # the verdict exceptions a target raises
 from . import wire
+from .. import security
 from .admin import create_topics
 from .topology import TopicSpec, Topology
 
@@ -121,6 +122,13 @@ class Target(abc.ABC):
     #: Takes `advertised.listeners` as a broker config: each node can name the proxy's port for
     #: itself, so brokers reach each other through the proxy too (broker-to-broker fault rules).
     advertises_listeners: ClassVar[bool] = False
+    #: On a run over SASL (conformance/security.py) its brokers authenticate the requests they
+    #: send each other (Kafka's inter-broker SASL settings), so they may dial the proxy's
+    #: advertised ports; the embedded broker cannot (docs/security.md): its proxy rewrites.
+    authenticates_own_requests: ClassVar[bool] = False
+    #: Starts with the run's SASL listener and user (`kconform run --security`,
+    #: conformance/security.py); a target without: not applicable on such a run.
+    secures_listeners: ClassVar[bool] = False
     #: Its name may carry `@VERSION` (its constructor takes version=): several releases side by
     #: side in one run (targets.make_target).
     versioned: ClassVar[bool] = False
@@ -216,6 +224,13 @@ class Target(abc.ABC):
             raise TargetUnavailable(f"target {self.name!r} is not available: {reason}")
         if topology.nodes < 1:
             raise ValueError("a topology needs at least one node")
+        if security.current().sasl and not self.secures_listeners:
+            raise NotApplicable(f"target {self.name!r} does not set up a {security.current().protocol} listener "
+                                "(kconform run --security)")
+        if security.current().sasl and (topology.nodes > 1 or topology.controller == "dedicated") \
+                and not self.authenticates_own_requests:
+            raise NotApplicable(f"target {self.name!r} serves {security.current().protocol} on one node only: "
+                                "its nodes' connections to each other do not authenticate (docs/security.md)")
         if topology.nodes > 1 and not self._may_have_nodes(topology.nodes):
             raise NotApplicable(
                 f"target {self.name!r} runs a single node; the case needs {topology.nodes}"

@@ -45,6 +45,7 @@ import broker_impl
 from broker_impl.faults import NOTIFY, Arm, arming_configs, is_fault_config, parse_arms
 from broker_impl.faults.channel import FaultListener
 
+from .. import security
 from .base import TargetStartError, Topology
 from .topology import cluster_broker_defaults
 from .local import LocalProcessTarget
@@ -71,6 +72,7 @@ class EmbeddedTarget(LocalProcessTarget):
     static_capabilities = frozenset({"kill", "pause", "restart", "stop_node", "fault_points", "multi_node",
                                      "dedicated_controller", "wire_markers", "txn_verification"})
     advertises_listeners = True
+    secures_listeners = True
     per_node_configs = True
     ready_timeout = 30.0
     stop_grace = 10.0
@@ -111,6 +113,9 @@ class EmbeddedTarget(LocalProcessTarget):
             "--data-dir", str(data_dir),
             "--node-id", str(node_id),
         ]
+        if "process.roles" not in broker_configs:   # a broker: the run's security (a controller
+            # is reached by the brokers only, over PLAINTEXT)
+            broker_configs = {**security.current().embedded_broker_configs(listen), **broker_configs}
         for key, value in broker_configs.items():
             argv += ["--set", f"{key}={value}"]
         return argv + self.extra_args

@@ -27,6 +27,15 @@ from kafka.protocol.metadata.find_coordinator import (
 )
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
+from kafka.net.sasl.scram import ScramClient
+
+from .. import security
 
 from broker_impl.codec import FrameError, read_frame
 
@@ -98,20 +107,50 @@ class ClusterMetadata:
     topics: dict[str, TopicMetadata]
 
 
-def _round_trip(address: tuple[str, int], request, response_cls, version: int, timeout: float):
-    """Send one framed request at `version` and decode its response (header included)."""
+def _exchange(sock: socket.socket, address: tuple[str, int], request, response_cls, version: int):
     request.with_header(correlation_id=next(_correlation_ids), client_id=CLIENT_ID)
-    payload = request.encode(version=version, header=True, framed=True)
-    try:
-        with socket.create_connection(address, timeout=timeout) as sock:
-            sock.settimeout(timeout)
-            sock.sendall(payload)
-            frame = read_frame(sock)
-    except (OSError, FrameError) as exc:  # refused, reset, timed out, cut short
-        raise WireError(f"{address[0]}:{address[1]}: {exc}") from exc
+    sock.sendall(request.encode(version=version, header=True, framed=True))
+    frame = read_frame(sock)
     if frame is None:
         raise WireError(f"{address[0]}:{address[1]}: connection closed by the node before the response was complete")
     return response_cls.decode(frame[4:], version=version, header=True)
+
+
+def authenticate(sock: socket.socket, address: tuple[str, int], sec: security.Security) -> None:
+    """SaslHandshake v1 then SaslAuthenticate v2 with SCRAM (RFC 5802, kafka-python's ScramClient),
+    as a client does on a SASL listener before any other request (docs/security.md)."""
+    hs = _exchange(sock, address, SaslHandshakeRequest(mechanism=sec.mechanism), SaslHandshakeResponse, 1)
+    if hs.error_code:
+        raise WireError(f"{address[0]}:{address[1]}: SaslHandshake {sec.mechanism} failed with error code "
+                        f"{hs.error_code} (the node offers {hs.mechanisms})")
+    scram = ScramClient(sec.username, sec.password, sec.mechanism)
+
+    def step(token: bytes) -> bytes:
+        resp = _exchange(sock, address, SaslAuthenticateRequest(auth_bytes=token), SaslAuthenticateResponse, 2)
+        if resp.error_code:
+            raise WireError(f"{address[0]}:{address[1]}: SaslAuthenticate failed with error code "
+                            f"{resp.error_code}: {resp.error_message}")
+        return resp.auth_bytes
+
+    scram.process_server_first_message(step(scram.first_message()))
+    try:
+        scram.process_server_final_message(step(scram.final_message()))
+    except ValueError as exc:
+        raise WireError(f"{address[0]}:{address[1]}: SCRAM: {exc}") from exc
+
+
+def _round_trip(address: tuple[str, int], request, response_cls, version: int, timeout: float):
+    """Send one framed request at `version` and decode its response (header included); on a run
+    over SASL (security.current()) the connection authenticates first."""
+    sec = security.current()
+    try:
+        with socket.create_connection(address, timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            if sec.sasl:
+                authenticate(sock, address, sec)
+            return _exchange(sock, address, request, response_cls, version)
+    except (OSError, FrameError) as exc:  # refused, reset, timed out, cut short
+        raise WireError(f"{address[0]}:{address[1]}: {exc}") from exc
 
 
 def api_versions(address: tuple[str, int], timeout: float = 5.0) -> ApiVersions:

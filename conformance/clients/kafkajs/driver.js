@@ -168,6 +168,16 @@ const deferred = () => {
 
 const tpKey = (topic, partition) => `${topic}\u0000${partition}`
 
+// The run's security settings (conformance/security.py), from the environment: every Kafka client
+// of the driver authenticates with them (KafkaJS's sasl option: scram-sha-256 / scram-sha-512).
+const SECURITY = process.env.KCONFORM_CLIENT_SECURITY ? JSON.parse(process.env.KCONFORM_CLIENT_SECURITY) : null
+
+function securityOptions () {
+  if (!SECURITY) return {}
+  if (SECURITY.protocol !== 'SASL_PLAINTEXT') throw new Error(`security protocol ${SECURITY.protocol} is not supported by this driver`)
+  return { ssl: false, sasl: { mechanism: SECURITY.mechanism.toLowerCase(), username: SECURITY.username, password: SECURITY.password } }
+}
+
 class KafkaJSDriver {
   constructor () {
     this.producer = null // {kafka, producer, send options, connected, transactional}
@@ -230,6 +240,7 @@ class KafkaJSDriver {
   kafka (options, label) {
     if (!options.brokers || !options.brokers.length) throw new OpError('INVALID_ARGUMENT', `${label}: config needs bootstrap.servers`)
     return new Kafka({
+      ...securityOptions(),
       ...options,
       logLevel: logLevel.INFO,
       logCreator: () => ({ namespace, level, log }) => {

@@ -215,3 +215,18 @@ def test_raw_outcome_sees_partition_error_codes():
         {"name": "t1", "results": [{"partition_index": 0, "partition_error_code": 51}]}]}
     assert _errors(response) == ["CONCURRENT_TRANSACTIONS"]
     assert _errors({"error_code": 0, "topics": [{"topic_error_code": 0}]}) == []
+
+
+def test_acl_resource_names_are_case_names_but_the_wildcard_and_the_cluster():
+    """CreateAcls / DescribeAcls / DeleteAcls name a case's transactional id, group or topic in
+    resource_name(_filter): made unique like the others; `*` and `kafka-cluster` are Kafka's."""
+    body = {"creations": [{"resource_type": 5, "resource_name": "txn-1", "principal": "User:*", "host": "*"},
+                          {"resource_type": 2, "resource_name": "*"},
+                          {"resource_type": 4, "resource_name": "kafka-cluster"}],
+            "resource_name_filter": "app"}
+    out = namespace_body(body, lambda n: f"{n}-zz")
+    assert [c["resource_name"] for c in out["creations"]] == ["txn-1-zz", "*", "kafka-cluster"]
+    assert out["creations"][0]["principal"] == "User:*" and out["creations"][0]["host"] == "*"
+    assert out["resource_name_filter"] == "app-zz"
+    frame = build_request("CreateAcls", 3, {"creations": out["creations"][:1]}, correlation_id=1)
+    assert b"txn-1-zz" in frame

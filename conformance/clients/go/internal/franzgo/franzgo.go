@@ -136,6 +136,7 @@ func (logger) Log(level kgo.LogLevel, msg string, kv ...any) {
 
 // common maps the keys producers and consumers share.
 func (d *Driver) common(cfg driver.Config, opts *[]kgo.Opt) map[string]func(string) error {
+	*opts = append(*opts, securityOpts()...) // the run's security (security.go)
 	return map[string]func(string) error{
 		"bootstrap.servers": func(v string) error {
 			servers := driver.Servers(v)

@@ -152,6 +152,7 @@ func newConfig() *sarama.Config {
 	conf.Producer.Return.Successes = true
 	conf.Producer.Return.Errors = true
 	conf.Consumer.Return.Errors = true
+	applySecurity(conf)
 	return conf
 }
 

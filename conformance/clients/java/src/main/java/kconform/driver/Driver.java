@@ -268,8 +268,32 @@ public final class Driver {
         return out;
     }
 
+    /** The run's security settings (conformance/security.py), from $KCONFORM_CLIENT_SECURITY: the
+     *  Java properties every client of this driver starts from (a case's config overrides them). */
+    private static final Properties SECURITY = securityProps(System.getenv("KCONFORM_CLIENT_SECURITY"));
+
+    static Properties securityProps(String json) {
+        Properties p = new Properties();
+        if (json == null || json.isEmpty()) return p;
+        try {
+            JsonNode s = Outcomes.JSON.readTree(json);
+            p.put("security.protocol", s.path("protocol").asText());
+            p.put("sasl.mechanism", s.path("mechanism").asText());
+            p.put("sasl.jaas.config", "org.apache.kafka.common.security.scram.ScramLoginModule required username=\""
+                    + jaasEscape(s.path("username").asText()) + "\" password=\"" + jaasEscape(s.path("password").asText()) + "\";");
+        } catch (java.io.IOException e) {
+            throw new IllegalStateException("KCONFORM_CLIENT_SECURITY is not JSON", e);
+        }
+        return p;
+    }
+
+    private static String jaasEscape(String v) {
+        return v.replace("\\", "\\\\").replace("\"", "\\\"");
+    }
+
     private static Properties configProps(JsonNode a) {
         Properties p = new Properties();
+        p.putAll(SECURITY);
         p.putAll(strings(a.path("config")));
         return p;
     }

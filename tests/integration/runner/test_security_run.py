@@ -1,0 +1,79 @@
+"""A run over SASL (`kconform run --security sasl_plaintext`): every client authenticates, the rows
+say so, and the run's password is written nowhere in its results directory (issue 22: secrets
+never land in results, transcripts, pcap or reports)."""
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+
+from conformance.clients.registry import CLIENTS
+from conformance.dsl import load_cases
+from conformance.runner import RunOptions, run
+from conformance.security import Security
+from conformance.targets import TARGETS
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+
+def _available_clients() -> list[str]:
+    return [name for name, spec in CLIENTS.items() if spec.availability()[0]]
+
+
+def secret_leaks(root: Path, secret: str) -> list[str]:
+    """Every place under ``root`` that holds ``secret``: any file's bytes (UTF-8 and UTF-16, as a
+    JVM or a report may write it), and the frames a transcript keeps base64-encoded, decoded."""
+    needles = [secret.encode("utf-8"), secret.encode("utf-16-le"), secret.encode("utf-16-be")]
+    found = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        raw = path.read_bytes()
+        if any(n in raw for n in needles):
+            found.append(str(path.relative_to(root)))
+        if path.name.endswith(".jsonl"):
+            for i, line in enumerate(raw.splitlines()):
+                try:
+                    data = json.loads(line).get("data")
+                except (ValueError, AttributeError):
+                    continue
+                if isinstance(data, str) and secret.encode() in base64.b64decode(data + "=" * (-len(data) % 4)):
+                    found.append(f"{path.relative_to(root)} line {i + 1} (a frame)")
+    return found
+
+
+def test_secret_leaks_finds_a_password_in_a_file_and_in_a_frame(tmp_path):
+    """The search itself: a password in a log line, in a UTF-16 file, in a transcript's frame."""
+    (tmp_path / "a.log").write_text("connecting with s3cr3t-pw\n")
+    (tmp_path / "b.bin").write_bytes("xx s3cr3t-pw".encode("utf-16-le"))
+    frame = base64.b64encode(b"\x00\x01user\x00s3cr3t-pw").decode()
+    (tmp_path / "t.jsonl").write_text(json.dumps({"data": frame}) + "\n")
+    (tmp_path / "clean.log").write_text("nothing here\n")
+    assert secret_leaks(tmp_path, "s3cr3t-pw") == ["a.log", "b.bin", "t.jsonl line 1 (a frame)"]
+
+
+# Embedded with every client (each driver's logs); Apache Kafka with one (its server.log, format.log).
+@pytest.mark.parametrize("target,every_client", [("embedded", True), ("apache-kafka", False)])
+def test_a_run_over_sasl_authenticates_every_client_and_writes_no_password(tmp_path, target, every_client):
+    ok, why = TARGETS[target].availability()
+    if not ok:
+        pytest.skip(why)
+    clients = _available_clients()
+    if not every_client:
+        clients = [c for c in clients if c == "confluent"]
+    if not clients:
+        pytest.skip("no client available")
+    sec = Security.generate("sasl_plaintext")
+    assert sec.password not in repr(sec)
+    results = tmp_path / "results"
+    rows = run(RunOptions(targets=[target], clients=clients, cases=load_cases(["txn/basic_commit"]),
+                          results_dir=results, proxy="auto", jobs=1, security=sec))
+    assert [(r.client, r.verdict.value, r.security_protocol) for r in rows] == \
+        [(c, "pass", "SASL_PLAINTEXT") for c in clients], [r.reason for r in rows]
+    meta = json.loads((results / "run.json").read_text())
+    assert meta["security_protocol"] == "SASL_PLAINTEXT"
+    for row in rows:   # the clients really authenticated: their transcripts hold the SCRAM exchange
+        transcript = results / row.artifacts["transcript"]
+        names = [json.loads(line).get("api_name") for line in transcript.read_text().splitlines()]
+        assert names.count("SaslAuthenticate") >= 4, (row.client, names[:10])
+    assert secret_leaks(results, sec.password) == []
