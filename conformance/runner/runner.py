@@ -45,6 +45,7 @@ from conformance.compare import structural_diff
 from conformance.targets import split_name, target_class
 
 from .. import baseline as baselines_
+from ..apps import APPLICATION_CLIENT
 from ..dsl.model import Case
 from ..provenance import environment
 from ..results import ResultsFile, Row
@@ -126,7 +127,8 @@ def plan(targets: list[str], cases: Iterable[Case], clients: list[str], referenc
     for t in ordered:
         for case in cases:
             how = row_plan(case, t, proxy_mode, can_share=not fresh)
-            for client in clients:
+            # an application brings its own client (Kafka's tools): one row per target
+            for client in ([APPLICATION_CLIENT] if case.application is not None else clients):
                 rows.append(PlannedRow(len(rows), t, case, client, how))
     return rows
 
