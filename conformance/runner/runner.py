@@ -117,6 +117,12 @@ def reference_target(targets: list[str]) -> str | None:
     return next((t for t in kafkas if split_name(t)[1] is None), kafkas[0] if kafkas else None)
 
 
+def case_clients(case: Case, clients: list[str]) -> list[str]:
+    """The clients a case runs with: the run's, except for an application, which brings its own
+    (Kafka's tools, conformance/apps): one row per target."""
+    return [APPLICATION_CLIENT] if case.application is not None else clients
+
+
 def plan(targets: list[str], cases: Iterable[Case], clients: list[str], reference: str | None,
          proxy_mode: str = "auto", fresh: bool = False) -> list[PlannedRow]:
     """Every row, in results order: the reference target first, then the others as given; each
@@ -127,8 +133,7 @@ def plan(targets: list[str], cases: Iterable[Case], clients: list[str], referenc
     for t in ordered:
         for case in cases:
             how = row_plan(case, t, proxy_mode, can_share=not fresh)
-            # an application brings its own client (Kafka's tools): one row per target
-            for client in ([APPLICATION_CLIENT] if case.application is not None else clients):
+            for client in case_clients(case, clients):
                 rows.append(PlannedRow(len(rows), t, case, client, how))
     return rows
 

@@ -50,3 +50,14 @@ def test_allure_attaches_the_application_summary(tmp_path: Path):
 def test_junit_says_what_the_application_counted(tmp_path: Path):
     out = junit.testcase(_row().to_dict(), tmp_path, baselined=False).find("system-out").text
     assert "1 duplicates, 0 losses, bounces landed 3 of 3" in out
+
+
+def test_an_application_cell_is_one_row_per_target_with_the_tools_client():
+    from conformance.dsl import load_cases
+    from conformance.runner.runner import plan
+
+    cells = load_cases(["apps/transactions/brokers-hard_bounce-group_metadata", "txn/basic_commit"])
+    rows = plan(["embedded", "apache-kafka"], cells, ["confluent", "kafka-python"], "apache-kafka")
+    apps = [(r.target, r.client, r.how.shared) for r in rows if r.case.application is not None]
+    assert apps == [("apache-kafka", "java", False), ("embedded", "java", False)]
+    assert len([r for r in rows if r.case.application is None]) == 4
