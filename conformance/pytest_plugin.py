@@ -114,10 +114,12 @@ class KconformError(Exception):
 def _items(parent, state: dict, cases) -> list["KconformItem"]:
     """One item per case x target x client; the reference target's item of a case comes before
     the others (they are diffed against its row)."""
+    from conformance.runner.runner import case_clients
+
     targets = sorted(state["targets"], key=lambda t: t != state["reference"])
     return [KconformItem.from_parent(parent, name=f"{case.id}[{target}-{client}]", case=case, target=target,
                                      client=client)
-            for case in cases for target in targets for client in state["clients"]]
+            for case in cases for target in targets for client in case_clients(case, state["clients"])]
 
 
 class KconformCaseFile(pytest.File):

@@ -253,6 +253,9 @@ class Row:
     known_difference: str | None = None
     #: A workload row's summary (docs/workload.md); None (not written) for any other row.
     workload: dict[str, Any] | None = None
+    #: An application row's summary (conformance/apps, docs/applications.md): its figures, its
+    #: bounces and when they landed, the error codes per API on the wire; None (not written) else.
+    application: dict[str, Any] | None = None
     #: How many checks say `unspecified`; None (not written) when the case never got to its checks.
     unspecified: int | None = None
     #: On an Apache Kafka row: the Kafka bug (KAFKA-NNNNN) the case says makes Kafka fail it
@@ -272,11 +275,11 @@ class Row:
     ORDER: ClassVar[tuple[str, ...]] = (
         "run_id", "started_at", "case", "case_title", "tags", "scenario", "target", "target_version", "client",
         "client_version", "verdict", "checks", "outcome", "diff", "reference_target", "duration_s", "reason",
-        "artifacts", "known_difference", "workload", "unspecified", "known_reference_bug", "expected", "status",
-        "security_protocol")
+        "artifacts", "known_difference", "workload", "application", "unspecified", "known_reference_bug", "expected",
+        "status", "security_protocol")
     #: Written only when set.
-    OPTIONAL: ClassVar[frozenset[str]] = frozenset({"unspecified", "workload", "known_reference_bug", "expected",
-                                                    "status", "security_protocol"})
+    OPTIONAL: ClassVar[frozenset[str]] = frozenset({"unspecified", "workload", "application", "known_reference_bug",
+                                                    "expected", "status", "security_protocol"})
 
     @property
     def failed_checks(self) -> list[Check]:

@@ -198,6 +198,9 @@ def row_to_result(row: dict, run_dir: Path, w: _Writer, side_by_side: dict | Non
     if row.get("diff"):
         attachments.append(w.text(f"diff vs {row.get('reference_target')}",
                                   json.dumps(row["diff"], indent=2, sort_keys=True), ".json"))
+    if row.get("application"):
+        attachments.append(w.text("application: figures, bounces, error codes per API",
+                                  json.dumps(row["application"], indent=2, sort_keys=True), ".json"))
     arts = row.get("artifacts") or {}
     for key, label in (("crash", "crash: the target's last words"), ("timeline", "workload timeline"),
                        ("anomalies", "workload anomalies"), ("wire", "workload error codes"),

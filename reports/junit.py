@@ -117,6 +117,11 @@ def testcase(row: dict, run_dir: Path, baselined: bool = True) -> ET.Element:
         anomalies = ", ".join(f"{k} x{v}" for k, v in sorted((w.get("anomalies") or {}).items())) or "none"
         out.append(f"workload seed {w.get('seed')}: {w.get('operations')} operations, {w.get('faults')} faults, "
                    f"anomalies: {anomalies}")
+    if row.get("application"):
+        a = row["application"]
+        out.append(f"application {a.get('application')}: {(a.get('output') or {}).get('duplicates')} duplicates, "
+                   f"{(a.get('output') or {}).get('losses')} losses, bounces landed {a.get('bounces_landed')} of "
+                   f"{a.get('bounces_done')}, copy {a.get('copy_s')} s")
     arts = row.get("artifacts") or {}
     for key in ("transcript", "crash", "steps", "timeline", "anomalies", "history"):
         if arts.get(key):

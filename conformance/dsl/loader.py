@@ -10,6 +10,7 @@ WHAT WAS EXPECTED, e.g.
 """
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import re
 from pathlib import Path
@@ -19,6 +20,7 @@ import yaml
 
 from broker_impl.codec import API
 
+from ..apps import APPLICATIONS
 from ..clients.errors import KAFKA_ERRORS, LOCAL_NAMES
 from ..clients.registry import CLIENTS
 from ..proxy.answer import answerable_versions
@@ -736,7 +738,8 @@ def _observe(v: _V, raw: Any, topics: dict[str, int], groups: set[str]) -> m.Obs
 
 
 TOP_KEYS = {"id", "title", "tags", "scenario", "description", "topology", "actors", "steps", "checks",
-            "observe", "requires", "known_differences", "workload", "regression", "known_reference_bug"}
+            "observe", "requires", "known_differences", "workload", "regression", "known_reference_bug",
+            "application"}
 #: The keys of published bugs: Kafka's JIRA (KAFKA-12671), or a client's issue or PR (librdkafka#3041).
 BUG_KEY = re.compile(r"^(KAFKA-\d+|[a-z][a-z0-9-]*#\d+)$")
 REGRESSION_KEYS = ("key", "component", "affected", "fixed", "summary")
@@ -760,15 +763,59 @@ def _regression(v: "_V", raw: Any) -> m.RegressionDef | None:
 WORKLOAD_OBSERVE_MS = 120_000
 #: What a workload case may have besides its `workload:` (its workers are its actors, its
 #: checker its checks).
-WORKLOAD_TOP_KEYS = TOP_KEYS - {"actors", "steps", "checks", "observe"}
+WORKLOAD_TOP_KEYS = TOP_KEYS - {"actors", "steps", "checks", "observe", "application"}
+#: An application case (conformance/apps): its program is its steps and its verifier its checks;
+#: its topics follow from its parameters.
+APPLICATION_TOP_KEYS = TOP_KEYS - {"actors", "steps", "checks", "observe", "workload"}
+APPLICATION_KEYS = {f.name for f in dataclasses.fields(m.ApplicationDef)}
+
+
+def _application(v: "_V", raw: Any, nodes: int) -> tuple[m.ApplicationDef, list[dict[str, Any]]]:
+    """The `application:` section and the topics it needs (transactions_test.py's: input and
+    output, replicated min(nodes, 3) times, min.insync.replicas 2 on 3+ nodes; with check_order one
+    partition each and a third of the messages)."""
+    raw = v.mapping(raw, "application", APPLICATION_KEYS, {"kind"})
+    d = m.ApplicationDef(kind="")
+    args: dict[str, Any] = {"kind": v.string(raw["kind"], "application.kind", APPLICATIONS)}
+    for key in ("bounce_target", "failure_mode"):
+        if key in raw:
+            args[key] = v.string(raw[key], f"application.{key}",
+                                 m.BOUNCE_TARGETS if key == "bounce_target" else m.FAILURE_MODES)
+    for key in ("use_group_metadata", "check_order"):
+        if key in raw:
+            args[key] = v.boolean(raw[key], f"application.{key}")
+    for key in ("messages", "input_partitions", "output_partitions", "transaction_size", "transaction_timeout_ms",
+                "bounce_rounds"):
+        if key in raw:
+            args[key] = v.integer(raw[key], f"application.{key}", 1)
+    for key in ("bounce_after_s", "down_s", "progress_percent", "copy_timeout_s"):
+        if key in raw:
+            x = raw[key]
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or x < 0:
+                v.fail(f"application.{key}", "a number >= 0", x)
+            args[key] = float(x)
+    if args.get("check_order", d.check_order):
+        args["messages"] = args.get("messages", d.messages) // 3
+        args["input_partitions"] = args["output_partitions"] = 1
+    app = m.ApplicationDef(**args)
+    configs = {"min.insync.replicas": "2" if nodes >= 3 else "1"}
+    topics = [{"name": "input-topic", "partitions": app.input_partitions, "replication_factor": min(nodes, 3),
+               "configs": dict(configs)},
+              {"name": "output-topic", "partitions": app.output_partitions, "replication_factor": min(nodes, 3),
+               "configs": dict(configs)}]
+    return app, topics
 
 
 def parse_case(data: Any, file: str, case_id: str) -> m.Case:
     """Validate one parsed YAML document; `file` is used in error messages."""
     v = _V(file)
     is_workload = isinstance(data, dict) and "workload" in data
-    data = v.mapping(data, "", WORKLOAD_TOP_KEYS if is_workload else TOP_KEYS,
-                     {"title", "workload"} if is_workload else {"title", "steps"})
+    is_application = isinstance(data, dict) and "application" in data and not is_workload
+    if is_application:
+        data = v.mapping(data, "", APPLICATION_TOP_KEYS, {"title", "application"})
+    else:
+        data = v.mapping(data, "", WORKLOAD_TOP_KEYS if is_workload else TOP_KEYS,
+                         {"title", "workload"} if is_workload else {"title", "steps"})
     cid = v.string(data.get("id", case_id), "id")
     if cid != case_id:
         v.fail("id", f"the file's path under cases/ without .yaml ({case_id!r}), or no id at all", cid)
@@ -776,6 +823,13 @@ def parse_case(data: Any, file: str, case_id: str) -> m.Case:
     if is_workload and isinstance(raw_topology or {}, dict) and not (raw_topology or {}).get("topics"):
         nodes = (raw_topology or {}).get("nodes", 1)
         raw_topology = {**(raw_topology or {}), "topics": default_topics(nodes if isinstance(nodes, int) else 1)}
+    application = None
+    if is_application:
+        if isinstance(raw_topology or {}, dict) and (raw_topology or {}).get("topics"):
+            v.fail("topology.topics", "none: an application case's topics follow from its application section")
+        nodes = (raw_topology or {}).get("nodes", 1) if isinstance(raw_topology or {}, dict) else 1
+        application, app_topics = _application(v, data["application"], nodes if isinstance(nodes, int) else 1)
+        raw_topology = {**(raw_topology or {}), "topics": app_topics}
     topology = _topology(v, raw_topology)
     topics = {t.name: t.partitions for t in topology.topics}
     workload = None
@@ -784,7 +838,7 @@ def parse_case(data: Any, file: str, case_id: str) -> m.Case:
                                   generate, topology.nodes)
     actors = _actors(v, data.get("actors"), set(topics))
     parser = _Steps(v, actors, topics)
-    steps = parser.parse(data["steps"]) if not is_workload else ()
+    steps = parser.parse(data["steps"]) if not (is_workload or is_application) else ()
     groups = {a.config["group.id"] for a in actors.values() if "group.id" in a.config}
     if workload is not None:
         groups |= set(workload.groups())
@@ -817,6 +871,7 @@ def parse_case(data: Any, file: str, case_id: str) -> m.Case:
         requires=requires,
         known_differences=dict(kd),
         workload=workload,
+        application=application,
         regression=_regression(v, data.get("regression")),
         known_reference_bug=_reference_bug(v, data.get("known_reference_bug")),
     )

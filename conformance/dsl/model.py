@@ -410,6 +410,45 @@ class RegressionDef:
     summary: str
 
 
+# ----------------------------------------------------------------------------- applications
+#: What a transactions_test cell bounces, and how (transactions_test.py's matrix).
+BOUNCE_TARGETS = ("brokers", "clients", "none")
+FAILURE_MODES = ("clean_bounce", "hard_bounce")
+
+
+@dataclass(frozen=True)
+class ApplicationDef:
+    """The `application:` section: a real application instead of steps (conformance/apps,
+    docs/applications.md). `kind` transactions_test: Kafka's transactions system test, one cell
+    of its matrix (bounce_target x failure_mode x use_group_metadata x check_order)."""
+
+    kind: str
+    bounce_target: str = "none"
+    failure_mode: str = "hard_bounce"
+    use_group_metadata: bool = True
+    check_order: bool = False
+    #: Seed messages (with check_order a third of the section's value, as the test does).
+    messages: int = 100_000
+    input_partitions: int = 2
+    output_partitions: int = 3
+    transaction_size: int = 750
+    transaction_timeout_ms: int = 40_000
+    #: Broker bounces: seconds after the copiers started that the first one begins, and how long
+    #: a killed broker stays down (ducktape: 23 s, which outlasts the copy; module doc of apps/transactions.py).
+    bounce_after_s: float = 1.0
+    down_s: float = 3.0
+    #: Client bounces: rounds over the copiers, and the progress each makes before its restart.
+    bounce_rounds: int = 3
+    progress_percent: float = 20.0
+    copy_timeout_s: float = 300.0
+
+    def node_actions(self) -> set[str]:
+        """Target capabilities the bounces use."""
+        if self.bounce_target != "brokers":
+            return set()
+        return {"restart", "stop_node" if self.failure_mode == "clean_bounce" else "kill"}
+
+
 @dataclass(frozen=True)
 class Case:
     id: str
@@ -429,6 +468,8 @@ class Case:
     #: A generative workload instead of steps (dsl/workload.py): many clients at once under a
     #: fault schedule, checked for anomalies in the recorded history.
     workload: WorkloadDef | None = None
+    #: A real application instead of steps (conformance/apps): it verifies exactly-once itself.
+    application: ApplicationDef | None = None
     #: The published bug this case reproduces (a regression case), when it is one.
     regression: RegressionDef | None = None
     #: A Kafka bug (KAFKA-NNNNN) that makes Apache Kafka fail this case: the expectations are what
@@ -478,8 +519,9 @@ class Case:
 
     def needs_proxy(self) -> bool:
         """Proxy rules, transcript checks (the proxy records what crossed the wire), and
-        workloads (their error-code profile is counted on the wire)."""
-        return (self.workload is not None or any(f.proxy is not None for f in self.faults())
+        workloads and applications (their error-code profile is counted on the wire)."""
+        return (self.workload is not None or self.application is not None
+                or any(f.proxy is not None for f in self.faults())
                 or any(c.kind == "transcript" for c in self.checks))
 
     def needs_broker_traffic(self) -> bool:
@@ -493,6 +535,8 @@ class Case:
     def needed_capabilities(self) -> set[str]:
         """Target capabilities (targets/base.CAPABILITIES) the case cannot run without."""
         caps = set(self.requires)
+        if self.application is not None:
+            caps |= self.application.node_actions()
         for f in self.faults():
             if f.proxy is not None:
                 continue

@@ -29,6 +29,7 @@ from pathlib import Path
 from conformance.clients.registry import CLIENTS
 from conformance.compare import normalise_outcome
 from conformance.targets import Target, target_class
+from conformance.targets.maven import DEFAULT_KAFKA_VERSION
 
 from .. import security
 from ..dsl.model import Case
@@ -43,6 +44,7 @@ from .proxying import ADVERTISE, REWRITE, ProxyFront, front_mode
 from .slots import SharedTargets, TargetSlot, reuse_key
 from .transcript_check import decode_transcript
 from .workload_run import WorkloadRun
+from ..apps.transactions import TransactionsTestRun
 
 #: Broker configs that change transactional behaviour: a target that cannot apply them
 #: (Tansu, external) makes a case that sets them not applicable.
@@ -144,7 +146,7 @@ def row_plan(case: Case, name: str, proxy_mode: str, can_share: bool = True) -> 
         return RowPlan.refused(why)
     cls = target_class(name)
     shared = (can_share and cls.shareable and not case.topology.exclusive and not case.node_faults()
-              and not case.needs_broker_traffic() and case.workload is None)
+              and not case.needs_broker_traffic() and case.workload is None and case.application is None)
     try:
         proxy = front_mode(cls, case, shared) if case.needs_proxy() or proxy_mode == "auto" else None
         return RowPlan({**case.topology.broker_configs, **plan_broker_configs(case, cls, name)}, proxy, shared)
@@ -198,7 +200,7 @@ class RowRun:
         self.proxy: ProxyFront | None = None
         self.log_offsets: dict[Path, int] = {}
         # set by play(): the case's run and what its steps recorded (steps.json, a crash's outcome)
-        self.case_run: CaseRun | WorkloadRun | None = None
+        self.case_run: CaseRun | WorkloadRun | TransactionsTestRun | None = None
         self.raw_outcome: dict = {}
 
     def start(self, shared: SharedTargets | None, fresh: bool) -> None:
@@ -229,6 +231,8 @@ class RowRun:
     def play(self) -> None:
         """The steps (or the workload), the observations, the checks, the verdict."""
         case, target, proxy, ns = self.case, self.target, self.proxy, self.ns
+        if case.application is not None:
+            return self.play_application()
         run_class = WorkloadRun if case.workload is not None else CaseRun
         self.case_run = run_class(case, target, self.client, self.bootstrap, ns, self.art, proxy)
         try:
@@ -261,6 +265,28 @@ class RowRun:
         if observed.get("observe_errors"):
             checks.append(Check("observation", False, "; ".join(ns.unmap(observed["observe_errors"]))))
         self.row.outcome = normalise_outcome(outcome)
+        self.row.judge(checks)
+
+    def play_application(self) -> None:
+        """An application (conformance/apps) instead of steps: it verifies exactly-once itself;
+        its checks are the row's, its summary the row's `application`, and its outcome (compared
+        with the reference's row) the counts that must be 0 and the kinds of error codes on the wire."""
+        target, proxy = self.target, self.proxy
+        self.case_run = run = TransactionsTestRun(self.case, target, self.bootstrap, self.ns, self.art, proxy)
+        self.row.client_version = f"kafka-tools {DEFAULT_KAFKA_VERSION}"
+        try:
+            checks = run.run()
+        finally:
+            self.raw_outcome = {"steps": run.records, "faults": run.fault_events}
+            if run.fault_events or target.down:
+                self.slot.dirty = True
+        run.close()
+        crashed = target.health()
+        if crashed:
+            raise TargetCrashed(None, crashed)
+        summary = {**run.summary, **run.wire(proxy.transcript_lines() if proxy is not None else None)}
+        self.row.application = summary
+        self.row.outcome = normalise_outcome(application_outcome(summary))
         self.row.judge(checks)
 
     def ended(self, exc: VerdictException) -> None:
@@ -316,6 +342,15 @@ def workload_outcome(summary: dict) -> dict:
     return {"anomalies": sorted(summary.get("anomalies") or {}),
             "wire_errors": {api: sorted(codes) for api, codes in (summary.get("wire_errors") or {}).items()},
             "client_errors": {op: sorted(codes) for op, codes in (summary.get("client_errors") or {}).items()}}
+
+
+def application_outcome(summary: dict) -> dict:
+    """What an application row compares with the reference's row: the counts that must be 0 and
+    the kinds of error codes that crossed the wire per API (the counts are in Row.application)."""
+    out = {k: {x: (summary.get(k) or {}).get(x) for x in ("duplicates", "losses", "unexpected")}
+           for k in ("output", "concurrent")}
+    out["wire_errors"] = {api: sorted(codes) for api, codes in (summary.get("wire_errors") or {}).items()}
+    return out
 
 
 def _log_sizes(target) -> dict[Path, int]:

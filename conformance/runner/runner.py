@@ -46,6 +46,7 @@ from conformance.targets import split_name, target_class
 
 from .. import baseline as baselines_
 from .. import security
+from ..apps import APPLICATION_CLIENT
 from ..security import Security
 from ..dsl.model import Case
 from ..provenance import environment
@@ -120,6 +121,12 @@ def reference_target(targets: list[str]) -> str | None:
     return next((t for t in kafkas if split_name(t)[1] is None), kafkas[0] if kafkas else None)
 
 
+def case_clients(case: Case, clients: list[str]) -> list[str]:
+    """The clients a case runs with: the run's, except for an application, which brings its own
+    (Kafka's tools, conformance/apps): one row per target."""
+    return [APPLICATION_CLIENT] if case.application is not None else clients
+
+
 def plan(targets: list[str], cases: Iterable[Case], clients: list[str], reference: str | None,
          proxy_mode: str = "auto", fresh: bool = False) -> list[PlannedRow]:
     """Every row, in results order: the reference target first, then the others as given; each
@@ -130,7 +137,7 @@ def plan(targets: list[str], cases: Iterable[Case], clients: list[str], referenc
     for t in ordered:
         for case in cases:
             how = row_plan(case, t, proxy_mode, can_share=not fresh)
-            for client in clients:
+            for client in case_clients(case, clients):
                 rows.append(PlannedRow(len(rows), t, case, client, how))
     return rows
 

@@ -117,7 +117,7 @@ def resolve_kafka_tools(version: str = DEFAULT_KAFKA_VERSION, timeout: float = 9
     """The classpath of org.apache.kafka:kafka-tools <version> -- Kafka's system-test tools
     (TransactionalMessageCopier, VerifiableProducer, ConsoleConsumer...) -- resolved into
     ~/.cache/kconform/kafka-tools-<version>/lib like the broker, with the broker's log4j2 SLF4J
-    binding so the tools log (bench/kafka_tools_copy.py)."""
+    binding so the tools log (conformance/apps)."""
     def resolve(home: Path) -> None:
         (home / "pom.xml").write_text(_pom(version, "kafka-tools", "kafka-tools"))
         _mvn(["dependency:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={home / 'lib'}"],

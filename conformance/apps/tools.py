@@ -1,0 +1,107 @@
+"""Kafka's Java tools (org.apache.kafka:kafka-tools, conformance/targets/maven.resolve_kafka_tools)
+as processes: stdout lines kept (the tools print one JSON object or one record value a line),
+stderr (WARN and up) to a file beside the row's artifacts."""
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import threading
+from collections import Counter
+from pathlib import Path
+
+from broker_impl.codec import error_name
+
+TOOLS = "org.apache.kafka.tools."
+LOG4J2 = """<?xml version="1.0" encoding="UTF-8"?>
+<Configuration status="WARN">
+  <Appenders><Console name="err" target="SYSTEM_ERR"><PatternLayout pattern="[%d] %p %m (%c)%n"/></Console></Appenders>
+  <Loggers><Root level="WARN"><AppenderRef ref="err"/></Root></Loggers>
+</Configuration>
+"""
+
+
+class Tool:
+    """One tool process. `lines`: every stdout line (stripped), in order; `status`: the last one
+    that parsed as a JSON object. A tool started again under the same name appends to the same
+    files (a bounced copier's output stays one story)."""
+
+    def __init__(self, classpath: str, main: str, args: list[str], workdir: Path, name: str,
+                 keep_lines: bool = True, on_line=None):
+        self.name = name
+        log4j = workdir / "tools-log4j2.xml"
+        if not log4j.exists():
+            log4j.write_text(LOG4J2)
+        self.stderr_path = workdir / f"{name}.stderr"
+        self.stdout_path = workdir / f"{name}.stdout"
+        self.keep_lines = keep_lines
+        self.on_line = on_line
+        self.lines: list[str] = []
+        self.count = 0
+        self.status: dict = {}
+        self.proc = subprocess.Popen(
+            ["java", "-Xmx256m", f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath, TOOLS + main, *args],
+            stdout=subprocess.PIPE, stderr=open(self.stderr_path, "ab"), text=True, start_new_session=True)
+        self._out = open(self.stdout_path, "a")
+        self._reader = threading.Thread(target=self._read, name=f"tool-{name}", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for raw in self.proc.stdout:
+            self._out.write(raw)
+            line = raw.strip()
+            self.count += 1
+            if self.keep_lines:
+                self.lines.append(line)
+            if line.startswith("{"):
+                try:
+                    obj = json.loads(line)
+                except ValueError:
+                    obj = None
+                if isinstance(obj, dict):
+                    self.status = obj
+                    if self.on_line is not None:
+                        self.on_line(self, obj)
+        self._out.flush()
+
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def wait(self, timeout: float) -> int | None:
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        self._reader.join(10)
+        return rc
+
+    def signal(self, clean: bool, timeout: float = 60.0) -> int | None:
+        """SIGTERM (clean: the tool's shutdown hook runs) or SIGKILL; waits for the exit."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM if clean else signal.SIGKILL)
+        rc = self.wait(timeout)
+        if rc is None:
+            self.proc.kill()
+            rc = self.wait(10)
+        return rc
+
+    def stop(self) -> None:
+        self.signal(clean=True, timeout=10)
+        self._out.close()
+
+
+_WORD = re.compile(r"\b[A-Z][A-Z_]+\b")
+
+
+def count_client_log(paths: list[Path]) -> dict[str, int]:
+    """Kafka error names in the tools' WARN/ERROR lines, once per line: what the clients' logs
+    say (the wire's counts are the exact ones)."""
+    names = {error_name(code) for code in range(-1, 130)} - {None, "NONE"}
+    c: Counter = Counter()
+    for p in paths:
+        if p.exists():
+            for line in p.read_text(errors="replace").splitlines():
+                if " WARN " in line or " ERROR " in line:
+                    c.update(set(_WORD.findall(line)) & names)
+    return dict(sorted(c.items()))

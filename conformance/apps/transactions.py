@@ -1,0 +1,370 @@
+"""Kafka's transactions system test as a row: tests/kafkatest/tests/core/transactions_test.py.
+
+What the test does, and what this module does the same way:
+- topics `input-topic` (2 partitions) and `output-topic` (3), replication 3, min.insync.replicas
+  2 (here: replication min(nodes, 3), min ISR 2 on 3+ nodes, else 1); with `check_order` one
+  partition each and a third of the messages;
+- VerifiableProducer (idempotent, acks=all) seeds the input with the integers 0..N-1; the acked
+  values are the input;
+- one TransactionalMessageCopier per input partition (transactional id `copier-<i>`, group
+  `transactions-test-consumer-group`, transactions of 750 records, timeout 40 s, random aborts,
+  `--use-group-metadata` per cell) copies it to the output; a read_committed ConsoleConsumer
+  (group `concurrent_consumer`) reads the output meanwhile;
+- bounces: `brokers` -- each broker in turn stopped cleanly (SIGTERM) or killed (SIGKILL), started
+  again, then every partition's ISR whole again before the next (await_no_under_replicated_
+  partitions); `clients` -- three rounds over the copiers, each copier restarted (SIGTERM or
+  SIGKILL) once it copied 20 % of what it had left since its last start;
+- once every copier copied its whole partition (`remaining` 0 at its ShutdownComplete), the
+  concurrent consumer is drained and a second read_committed ConsoleConsumer (group
+  `verifying_consumer`) reads the output from the beginning;
+- verdict: both reads hold every input value exactly once (0 duplicates, 0 losses, nothing that
+  is not an input value); with `check_order` the input was acked in order and both reads are
+  the input in order.
+
+One difference, on purpose: ducktape leaves a hard-killed broker down for 23 s (the broker
+session timeout and a grace) and starts bouncing at once, so on a fast cluster the copy (100k
+messages in under 30 s) is over before the second broker goes down. Here a broker stays down
+`down_s` (default 3 s) and every bounce records whether it landed while a copier was still
+copying (`landed`); the row's check `bounces_landed` holds when every one did.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable
+
+from conformance.targets import Target
+from conformance.targets.maven import DEFAULT_KAFKA_VERSION, resolve_kafka_tools
+
+from ..dsl.model import Case
+from ..history import profile as wire_profile
+from ..results import Check
+from .tools import Tool, count_client_log
+
+if TYPE_CHECKING:  # the runner imports this module (runner/row.py)
+    from ..runner.namespace import Namespace
+
+INPUT, OUTPUT = "input-topic", "output-topic"
+GROUP = "transactions-test-consumer-group"
+#: ducktape's timeouts: a copier's progress between client bounces, the consumers' drain.
+PROGRESS_TIMEOUT_S = 60.0
+DRAIN_TIMEOUT_S = 90.0
+#: After a read reached the expected count: how long it goes on, so that duplicates after the
+#: last expected value are read too.
+SETTLE_S = 2.0
+ISR_TIMEOUT_S = 60.0
+FINISHED = "copier already finished"
+SEED_TIMEOUT_S = 600.0
+
+
+# ============================================================================ the verifier
+def acked_values(lines: Iterable[str]) -> list[int]:
+    """The values VerifiableProducer reports acked (`producer_send_success`), in ack order."""
+    out = []
+    for line in lines:
+        if '"producer_send_success"' not in line:
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if obj.get("name") == "producer_send_success":
+            out.append(int(obj["value"]))
+    return out
+
+
+def consumed_values(lines: Iterable[str]) -> tuple[list[int], int]:
+    """The record values ConsoleConsumer printed (one a line), and how many lines were not an
+    integer (ducktape's is_int validator drops them; here they are counted as unexpected)."""
+    out, other = [], 0
+    for line in lines:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            out.append(int(line))
+        except ValueError:
+            other += 1
+    return out, other
+
+
+def compare(inputs: list[int], outputs: list[int], check_order: bool = False) -> dict[str, Any]:
+    """What transactions_test.py asserts, counted: duplicates (reads beyond the first of a value),
+    losses (input values never read), unexpected (values read that were never input) and, with
+    `check_order`, whether the read is the input in order."""
+    seen = Counter(outputs)
+    wanted = set(inputs)
+    out = {"read": len(outputs), "distinct": len(seen),
+           "duplicates": sum(n - 1 for n in seen.values() if n > 1),
+           "losses": len(wanted - seen.keys()),
+           "unexpected": len(seen.keys() - wanted)}
+    if check_order:
+        out["in_order"] = outputs == inputs
+        first = next((i for i, (a, b) in enumerate(zip(inputs, outputs)) if a != b), None)
+        if first is None and len(inputs) != len(outputs):
+            first = min(len(inputs), len(outputs))
+        out["first_out_of_order"] = first
+    return out
+
+
+# ============================================================================ the run
+class Copier:
+    """One TransactionalMessageCopier, restarted in place by a client bounce."""
+
+    def __init__(self, run: "TransactionsTestRun", index: int) -> None:
+        self.run, self.index = run, index
+        self.name = f"copier-{index}"
+        self.tool: Tool | None = None
+        self.starts = 0
+        self.exits: list[int | None] = []
+        self.finished = threading.Event()
+        self.finished_at: float | None = None
+
+    def args(self) -> list[str]:
+        a, ns = self.run.app, self.run.ns
+        args = ["--broker-list", self.run.bootstrap, "--transactional-id", ns.name(self.name),
+                "--consumer-group", ns.name(GROUP), "--input-topic", ns.name(INPUT), "--output-topic",
+                ns.name(OUTPUT), "--input-partition", str(self.index), "--transaction-size", str(a.transaction_size),
+                "--transaction-timeout", str(a.transaction_timeout_ms), "--enable-random-aborts"]
+        return args + (["--use-group-metadata"] if a.use_group_metadata else [])
+
+    def start(self) -> None:
+        self.starts += 1
+        self.tool = Tool(self.run.classpath, "TransactionalMessageCopier", self.args(), self.run.art, self.name,
+                         keep_lines=False, on_line=self._status)
+
+    def _status(self, tool: Tool, status: dict) -> None:
+        # ducktape's copier service: finished only when ShutdownComplete says 0 remaining
+        if status.get("stage") == "ShutdownComplete" and status.get("remaining") == 0 and tool is self.tool:
+            self.finished_at = self.run.elapsed()
+            self.finished.set()
+
+    def progress_percent(self) -> float:
+        s = self.tool.status if self.tool else {}
+        consumed, remaining = s.get("consumed", -1), s.get("remaining", -1)
+        if remaining is None or remaining < 0 or consumed < 0:
+            return 0.0
+        return 100.0 if consumed + remaining == 0 else 100.0 * consumed / (consumed + remaining)
+
+    def restart(self, clean: bool) -> None:
+        self.exits.append(self.tool.signal(clean))
+        self.start()
+
+    def summary(self) -> dict:
+        return {"starts": self.starts, "exits": self.exits, "finished_at_s": self.finished_at,
+                "last": self.tool.status if self.tool else None}
+
+
+class TransactionsTestRun:
+    """The row's play for `application: {kind: transactions_test}` (module doc); the same place in
+    a row as CaseRun and WorkloadRun (runner/row.py)."""
+
+    def __init__(self, case: Case, target: Target, bootstrap: str, ns: Namespace, artifacts: Path,
+                 proxy=None) -> None:
+        self.case, self.target, self.bootstrap, self.ns, self.art, self.proxy = \
+            case, target, bootstrap, ns, artifacts, proxy
+        self.app = case.application
+        self.classpath = ""
+        self.t0 = time.monotonic()
+        self.tools: list[Tool] = []
+        self.copiers: list[Copier] = []
+        self.bounces: list[dict] = []
+        self.fault_events: list[dict] = []
+        self.records: list[dict] = []   # steps.json: the phases, with their times
+        self.summary: dict[str, Any] = {}
+
+    def elapsed(self) -> float:
+        return round(time.monotonic() - self.t0, 2)
+
+    def _phase(self, name: str, **data) -> None:
+        self.records.append({"phase": name, "at_s": self.elapsed(), **data})
+
+    def _tool(self, main: str, args: list[str], name: str) -> Tool:
+        tool = Tool(self.classpath, main, args, self.art, name)
+        self.tools.append(tool)
+        return tool
+
+    def _consumer(self, group: str) -> Tool:
+        return self._tool("consumer.ConsoleConsumer",
+                          ["--bootstrap-server", self.bootstrap, "--topic", self.ns.name(OUTPUT), "--from-beginning",
+                           "--isolation-level", "read_committed", "--group", self.ns.name(group),
+                           "--timeout-ms", str(int(DRAIN_TIMEOUT_S * 1000))], group)
+
+    def copying(self) -> list[str]:
+        return [c.name for c in self.copiers if not c.finished.is_set()]
+
+    # ----------------------------------------------------------------- phases
+    def run(self) -> list[Check]:
+        a = self.app
+        self.classpath = resolve_kafka_tools(DEFAULT_KAFKA_VERSION)
+        checks: list[Check] = []
+        (self.art / "producer.properties").write_text(
+            "max.in.flight.requests.per.connection=5\nretries=1000000\nenable.idempotence=true\nacks=all\n")
+        self._phase("seed")
+        seed = self._tool("VerifiableProducer", ["--bootstrap-server", self.bootstrap, "--topic", self.ns.name(INPUT),
+                                                 "--max-messages", str(a.messages), "--command-config",
+                                                 str(self.art / "producer.properties")], "seed")
+        rc = seed.wait(SEED_TIMEOUT_S)
+        inputs = acked_values(seed.lines)
+        seed_s = self.elapsed()
+        checks.append(Check("seeded", rc == 0 and len(inputs) == a.messages,
+                            f"VerifiableProducer exit {rc}, {len(inputs)} of {a.messages} acked"))
+        if len(inputs) != a.messages:
+            self.summary = {"seed_s": seed_s, "input": len(inputs)}
+            return checks
+        self._phase("copy")
+        copy_t0 = self.elapsed()
+        self.copiers = [Copier(self, i) for i in range(a.input_partitions)]
+        for c in self.copiers:
+            c.start()
+        concurrent = self._consumer("concurrent_consumer")
+        if a.bounce_target == "brokers":
+            time.sleep(a.bounce_after_s)
+            self.bounce_brokers(clean=a.failure_mode == "clean_bounce")
+        elif a.bounce_target == "clients":
+            self.bounce_copiers(clean=a.failure_mode == "clean_bounce")
+        deadline = time.monotonic() + a.copy_timeout_s
+        for c in self.copiers:
+            c.finished.wait(max(0.0, deadline - time.monotonic()))
+        copy_s = round(self.elapsed() - copy_t0, 2)
+        unfinished = self.copying()
+        checks.append(Check("copiers_finished", not unfinished,
+                            f"every copier copied its partition in {copy_s} s" if not unfinished else
+                            f"{unfinished} not done after {a.copy_timeout_s} s: "
+                            + "; ".join(f"{c.name} {c.tool.status}" for c in self.copiers if c.name in unfinished)))
+        self._phase("verify")
+        concurrent_vals = self._drain(concurrent, len(inputs))
+        final = self._consumer("verifying_consumer")
+        final_vals = self._drain(final, len(inputs))
+        verify_s = round(self.elapsed() - copy_s - copy_t0, 2)
+        out = compare(inputs, final_vals[0], a.check_order)
+        out["not_integer"] = final_vals[1]
+        conc = compare(inputs, concurrent_vals[0], a.check_order)
+        conc["not_integer"] = concurrent_vals[1]
+        for label, r in (("output", out), ("concurrent", conc)):
+            prefix = "" if label == "output" else "concurrent_"
+            checks.append(Check(f"{prefix}no_duplicates", r["duplicates"] == 0,
+                                f"{label}: {r['duplicates']} duplicates in {r['read']} read_committed records"))
+            checks.append(Check(f"{prefix}no_losses", r["losses"] == 0 and r["unexpected"] == 0 and r["not_integer"] == 0,
+                                f"{label}: {r['losses']} of {len(inputs)} input values never read, {r['unexpected']} "
+                                f"values read that were never input, {r['not_integer']} lines not a value"))
+        if a.check_order:
+            checks.append(Check("order", inputs == sorted(inputs) and out["in_order"] and conc["in_order"],
+                                f"input acked in order: {inputs == sorted(inputs)}; output in input order: "
+                                f"{out['in_order']} (first difference at {out['first_out_of_order']}); concurrent: "
+                                f"{conc['in_order']} (at {conc['first_out_of_order']})"))
+        # a copier that finished is not restarted (ducktape's restart() returns): not a bounce
+        done = [b for b in self.bounces if b.get("skipped") != FINISHED]
+        landed = sum(1 for b in done if b.get("landed"))
+        if a.bounce_target != "none":
+            checks.append(Check("bounces_landed", bool(done) and landed == len(done),
+                                f"{landed} of {len(done)} bounces landed while copiers were copying"
+                                + "".join(f"; {b.get('copier', b.get('node'))}: {b['skipped']}"
+                                          for b in done if b.get("skipped"))))
+        self.summary = {
+            "application": a.kind, "bounce_target": a.bounce_target, "failure_mode": a.failure_mode,
+            "use_group_metadata": a.use_group_metadata, "check_order": a.check_order,
+            "messages": a.messages, "nodes": self.case.topology.nodes, "tools": f"kafka-tools {DEFAULT_KAFKA_VERSION}",
+            "seed_s": seed_s, "copy_s": copy_s, "verify_s": verify_s,
+            "output": out, "concurrent": conc,
+            "bounces": self.bounces, "bounces_landed": landed, "bounces_done": len(done),
+            "copiers": {c.name: c.summary() for c in self.copiers},
+        }
+        return checks
+
+    def _drain(self, tool: Tool, expected: int) -> tuple[list[int], int]:
+        """ducktape's drain_consumer: wait until the read reached `expected` (at most
+        DRAIN_TIMEOUT_S), read on SETTLE_S more, stop."""
+        end = time.monotonic() + DRAIN_TIMEOUT_S
+        while tool.count < expected and tool.running() and time.monotonic() < end:
+            time.sleep(0.2)
+        if tool.running():
+            time.sleep(SETTLE_S)
+        tool.stop()
+        return consumed_values(tool.lines)
+
+    # ----------------------------------------------------------------- bounces
+    def bounce_brokers(self, clean: bool) -> None:
+        """Each broker in turn: stopped (SIGTERM) or killed, `down_s` later started again, then
+        the ISR of every partition whole before the next (transactions_test.bounce_brokers)."""
+        a, t, proxy = self.app, self.target, self.proxy
+        for node in t.node_ids():
+            working = self.copying()
+            at = self.elapsed()
+            (t.stop_node if clean else t.kill)(node)
+            if proxy is not None:
+                proxy.node_down(node)
+            self.fault_events.append({"fault": f"{'stop' if clean else 'crash'} node {node}", "node": node, "at_s": at})
+            if not clean:
+                time.sleep(a.down_s)
+            t.restart(node)
+            if proxy is not None:
+                proxy.node_up(node)
+            back = self.elapsed()
+            self.fault_events.append({"fault": f"restart node {node}", "node": node, "at_s": back})
+            isr = self._isr_full() if self.case.topology.nodes > 1 else 0.0
+            self.bounces.append({"node": node, "mode": "clean" if clean else "hard", "at_s": at,
+                                 "back_after_s": round(back - at, 2), "isr_full_after_s": isr,
+                                 "copying_at_bounce": working, "copying_when_back": self.copying(),
+                                 "landed": bool(working)})
+
+    def _isr_full(self) -> float | None:
+        t0 = time.monotonic()
+        topics = [x for x in self.case.topology.topics]
+        while time.monotonic() - t0 < ISR_TIMEOUT_S:
+            try:
+                if all(len(self.target.partition_replicas(self.ns.name(x.name), p)[2]) == x.replication_factor
+                       for x in topics for p in range(x.partitions)):
+                    return round(time.monotonic() - t0, 2)
+            except Exception:  # noqa: BLE001 - no live node answered yet: ask again
+                pass
+            time.sleep(0.2)
+        return None
+
+    def bounce_copiers(self, clean: bool) -> None:
+        """Three rounds; in each, every copier restarted once it copied `progress_percent` of what
+        it had left at its last start (transactions_test.bounce_copiers; a finished copier is
+        not restarted: ducktape's restart() returns then)."""
+        a = self.app
+        for rnd in range(a.bounce_rounds):
+            for c in self.copiers:
+                end = time.monotonic() + PROGRESS_TIMEOUT_S
+                while (c.progress_percent() < a.progress_percent and not c.finished.is_set()
+                       and time.monotonic() < end):
+                    time.sleep(0.05)
+                at = self.elapsed()
+                entry = {"copier": c.name, "round": rnd + 1, "mode": "clean" if clean else "hard", "at_s": at,
+                         "progress_percent": round(c.progress_percent(), 1)}
+                if c.finished.is_set():
+                    self.bounces.append({**entry, "landed": False, "skipped": FINISHED})
+                    continue
+                if c.progress_percent() < a.progress_percent:
+                    self.bounces.append({**entry, "landed": False,
+                                         "skipped": f"no {a.progress_percent} % progress in {PROGRESS_TIMEOUT_S} s"})
+                    continue
+                c.restart(clean)
+                self.fault_events.append({"fault": f"{'SIGTERM' if clean else 'SIGKILL'} {c.name}", "at_s": at})
+                self.bounces.append({**entry, "landed": True, "exit": c.exits[-1]})
+
+    # ----------------------------------------------------------------- the wire
+    def wire(self, lines: list[dict] | None) -> dict:
+        """Error codes per API that crossed the proxy (history/profile.py), and what the tools'
+        own logs named."""
+        from ..runner.transcript_check import decode_line
+
+        errors = wire_profile.wire_errors(lines or [], decode_line)
+        prof = wire_profile.profile(errors)
+        names = [p for c in self.copiers for p in [self.art / f"{c.name}.stderr"]] + [self.art / "seed.stderr"]
+        # answers whose frame the transcript did not keep (its memory budget, proxy/transcript.py)
+        # were not counted: said, so that a count is never silently partial
+        dropped = sum(1 for x in lines or [] if x.get("dir") == "b2c" and x.get("data_dropped"))
+        return {"wire_errors": prof.get("client", {}), "broker_wire_errors": prof.get("broker", {}),
+                "responses_not_counted": dropped, "client_log": count_client_log(names)}
+
+    def close(self) -> None:
+        for tool in self.tools + [c.tool for c in self.copiers if c.tool is not None]:
+            if tool.running():
+                tool.signal(clean=False, timeout=10)

@@ -1,0 +1,60 @@
+"""Kafka's transactions_test.py tools (kafka-tools from Maven Central) against the real embedded
+broker as one row: the seed is copied exactly once, the row records the two reads, the copiers'
+ends and the error codes per API that crossed the proxy."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conformance.dsl import parse_case
+from conformance.results import Verdict
+from conformance.runner import RowContext, TargetSlot, run_one
+from conformance.targets import TARGETS
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+CELL = """\
+title: a small transactions_test cell, the copiers killed once
+application:
+  kind: transactions_test
+  bounce_target: clients
+  failure_mode: hard_bounce
+  bounce_rounds: 1
+  messages: 3000
+"""
+
+
+@pytest.fixture(autouse=True)
+def _need_embedded_and_java():
+    ok, why = TARGETS["embedded"].availability()
+    if not ok:
+        pytest.skip(why)
+    if shutil.which("java") is None:
+        pytest.skip("no java on PATH: kafka-tools cannot run")
+
+
+def test_a_copier_killed_mid_copy_still_copies_exactly_once(tmp_path: Path):
+    case = parse_case(yaml.safe_load(CELL), "cell.yaml", "apps/cell")
+    slot = TargetSlot("embedded", {}, tmp_path / "work", "auto")
+    try:
+        row = run_one(case, slot, "java", RowContext("test-run", tmp_path / "results"), fresh=True)
+    finally:
+        slot.release()
+    assert row.verdict is Verdict.PASS, (row.reason, [c for c in row.checks if not c.passed])
+    app = row.application
+    assert app["output"]["read"] == app["messages"] == 3000
+    assert app["output"]["duplicates"] == app["output"]["losses"] == 0
+    # the kill landed while that copier was copying (it had made progress and was not finished)
+    assert app["bounces_done"] >= 1 and app["bounces_landed"] >= 1
+    assert any(b["landed"] and b["exit"] not in (0, None) for b in app["bounces"])
+    # the copiers' transactions crossed the proxy, and their answers were counted
+    assert row.artifacts.get("transcript")
+    lines = (tmp_path / "results" / row.artifacts["transcript"]).read_text().splitlines()
+    assert any(json.loads(x).get("api_key") == 26 for x in lines[:20000])  # EndTxn
+    assert isinstance(app["wire_errors"], dict)
+    assert {c.name for c in row.checks} >= {"seeded", "copiers_finished", "no_duplicates", "no_losses",
+                                            "concurrent_no_duplicates", "concurrent_no_losses", "bounces_landed"}
