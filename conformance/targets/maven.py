@@ -21,7 +21,7 @@ import shutil
 from pathlib import Path
 
 from .. import buildcache
-from .kafka_releases import release_of, scala_binary
+from .kafka_releases import release_of, scala_binary, version_tuple
 
 #: The release the cases' expectations are measured on (the reference). 4.4.0 resolves and
 #: starts too (`apache-kafka@4.4.0`); see docs/history.md for why 4.3.1 stays the default.
@@ -29,6 +29,9 @@ DEFAULT_KAFKA_VERSION = "4.3.1"
 INSTALL_HINT = "apt-get install openjdk-17-jre-headless maven"
 #: reload4j release the Kafka 3.9 tarball ships (the log4j 1.x that Kafka 3.x logs through).
 RELOAD4J_VERSION = "1.2.25"
+#: Releases before this (0.11) need the JAXB API on the classpath on Java 11+ (_resolve_into).
+JAXB_BUNDLED_UNTIL = (1, 0)
+JAXB_API = "javax.xml.bind:jaxb-api:2.3.1"
 #: Bumped whenever what lands in lib/ changes, so that caches resolved the old way are not used.
 RECIPE = 2
 
@@ -109,6 +112,10 @@ def _resolve_into(home: Path, version: str, timeout: float) -> None:
         old_slf4j = tuple(int(x) for x in re.findall(r"\d+", slf4j)[:3]) < (1, 7, 33)
         binding = "slf4j-log4j12" if old_slf4j else "slf4j-reload4j"
         artifacts = [f"org.slf4j:{binding}:{slf4j}", f"ch.qos.reload4j:reload4j:{RELOAD4J_VERSION}"]
+    if version_tuple(version)[:2] < JAXB_BUNDLED_UNTIL:
+        # Java 11 removed JAXB (JEP 320) and 0.11's broker base64-encodes with
+        # javax.xml.bind.DatatypeConverter: measured, it exits at start on Java 17 without it.
+        artifacts.append(JAXB_API)
     for artifact in artifacts:
         _mvn(["dependency:copy", f"-Dartifact={artifact}", f"-DoutputDirectory={lib}"], home, timeout)
 
