@@ -89,6 +89,10 @@ FORMAT_IN_PLACE_KEYS = frozenset({"metadata.log.dir", "controller.quorum.bootstr
 IN_PLACE_MARK = "FORMAT_IN_PLACE"
 MAIN_CLASS = "kafka.Kafka"
 ZOOKEEPER_MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
+#: ZooKeeper 3.4.11-3.4.14 (Kafka 1.1-2.3) register log4j 1.x's MBeans at start, and the
+#: reload4j on the classpath has no org.apache.log4j.jmx: measured, they exit with
+#: NoClassDefFoundError HierarchyDynamicMBean. Their own switch turns that off.
+ZOOKEEPER_NO_LOG4J_MBEANS = "-Dzookeeper.jmx.log4j.disable=true"
 HOST = "127.0.0.1"
 #: Broker configs only KRaft knows; ZooKeeper mode replaces them (ZOOKEEPER_BROKER_DEFAULTS).
 KRAFT_ONLY_DEFAULTS = ("broker.session.timeout.ms", "broker.heartbeat.interval.ms")
@@ -399,6 +403,7 @@ class ApacheKafkaTarget(LocalProcessTarget):
         (zk_dir / "log4j2.properties").write_text(self._log4j2(zk_dir / "zookeeper.log"))
         self.zookeeper = NodeProcess(
             [self._java(), "-Xmx128m", "-Xms128m", *self.jvm_options, *self._log_options(zk_dir),
+             ZOOKEEPER_NO_LOG4J_MBEANS,
              "-cp", self._classpath(), ZOOKEEPER_MAIN_CLASS, str(zk_dir / "zookeeper.properties")],
             zk_dir / "stdout.log", cwd=zk_dir, env=self._env())
         self.zookeeper.start()
