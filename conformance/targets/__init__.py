@@ -31,6 +31,7 @@ from .base import (
 from .embedded import EmbeddedTarget
 from .external import ExternalTarget
 from .filetarget import FileTarget, TargetFileError, define, is_target_file
+from .kafka_releases import RELEASES
 from .kfake import KfakeTarget
 from .librdkafka_mock import LibrdkafkaMockTarget
 from .tansu import TansuTarget
@@ -111,7 +112,20 @@ def target_rows() -> list[tuple[str, bool, str]]:
         except Exception as exc:  # a broken environment must not hide the other targets
             ok, detail = False, f"availability check failed: {exc}"
         rows.append((name, ok, detail))
+        if name == "apache-kafka":
+            rows += _release_rows(ok, detail)
     return rows
+
+
+def _release_rows(kafka_ok: bool, kafka_detail: str) -> list[tuple[str, bool, str]]:
+    """One row per release line of kafka_releases.RELEASES: whether it started here, in which
+    metadata mode, and what was measured (or why it does not start)."""
+    out = []
+    for r in RELEASES:
+        starts = r.measured == "starts"
+        detail = f"{r.mode}: {r.note}"
+        out.append((f"apache-kafka@{r.version}", kafka_ok and starts, detail if kafka_ok else kafka_detail))
+    return out
 
 
 __all__ = [

@@ -70,7 +70,7 @@ class Release:
     """The last patch release of a minor line, and what starting it here showed."""
 
     version: str
-    #: "starts" (basic commit and abort pass), or what stops it.
+    #: "starts" (basic commit and abort pass) or "does not start"; `note` says what was measured.
     measured: str
     note: str = ""
 
@@ -80,34 +80,39 @@ class Release:
 
 
 #: Newest patch of every minor line since transactions, oldest first. `measured` is what
-#: `kconform run --target apache-kafka@V --case 'txn/basic_*'` gave on this 2-core machine
-#: with Java 17 (docs/history.md keeps the runs); "not measured" where no run was made yet.
+#: `kconform run --target apache-kafka@V --client confluent --case 'txn/basic_*'` gave on this
+#: 2-core machine with Java 17 (docs/history.md keeps the runs): "starts" when basic commit and
+#: abort pass, else why it does not.
+SWEEP = "basic commit and abort pass (confluent, release sweep of 2026-11-26)"
+_ZK_CLIENT_UNRESOLVED = ("does not start on Java 17: the broker's ZooKeeper 3.4.13 client builds an unresolved "
+                         "server address (\"127.0.0.1/<unresolved>\", the InetSocketAddress.toString change of "
+                         "Java 14) and times out CONNECTING; no JDK older than 17 is installable here")
 RELEASES: tuple[Release, ...] = (
-    Release("0.11.0.3", "not measured"),
-    Release("1.0.2", "not measured"),
-    Release("1.1.1", "not measured"),
-    Release("2.0.1", "not measured"),
-    Release("2.1.1", "not measured"),
-    Release("2.2.2", "not measured"),
-    Release("2.3.1", "not measured"),
-    Release("2.4.1", "not measured"),
-    Release("2.5.1", "not measured"),
-    Release("2.6.3", "not measured"),
-    Release("2.7.2", "not measured"),
-    Release("2.8.2", "not measured"),
-    Release("3.0.2", "not measured"),
-    Release("3.1.2", "not measured"),
-    Release("3.2.3", "not measured"),
-    Release("3.3.2", "not measured"),
-    Release("3.4.1", "not measured"),
-    Release("3.5.2", "not measured"),
-    Release("3.6.2", "not measured"),
-    Release("3.7.2", "not measured"),
-    Release("3.8.1", "not measured"),
-    Release("3.9.1", "not measured"),
-    Release("4.0.2", "not measured"),
-    Release("4.1.2", "not measured"),
-    Release("4.2.0", "not measured"),
-    Release("4.3.1", "not measured"),
-    Release("4.4.0", "not measured"),
+    Release("0.11.0.3", "starts", SWEEP + "; with the JAXB API added to its classpath (maven.JAXB_API)"),
+    Release("1.0.2", "starts", SWEEP),
+    Release("1.1.1", "starts", SWEEP + "; its ZooKeeper with zookeeper.jmx.log4j.disable"),
+    Release("2.0.1", "does not start", _ZK_CLIENT_UNRESOLVED),
+    Release("2.1.1", "does not start", _ZK_CLIENT_UNRESOLVED),
+    Release("2.2.2", "does not start", _ZK_CLIENT_UNRESOLVED),
+    Release("2.3.1", "does not start", _ZK_CLIENT_UNRESOLVED.replace("3.4.13", "3.4.14")),
+    Release("2.4.1", "starts", SWEEP),
+    Release("2.5.1", "starts", SWEEP),
+    Release("2.6.3", "starts", SWEEP),
+    Release("2.7.2", "starts", SWEEP),
+    Release("2.8.2", "starts", SWEEP),
+    Release("3.0.2", "starts", SWEEP + " (KRaft preview)"),
+    Release("3.1.2", "starts", SWEEP + " (KRaft preview)"),
+    Release("3.2.3", "starts", SWEEP + " (KRaft preview)"),
+    Release("3.3.2", "starts", SWEEP),
+    Release("3.4.1", "starts", SWEEP),
+    Release("3.5.2", "starts", SWEEP),
+    Release("3.6.2", "starts", SWEEP),
+    Release("3.7.2", "starts", SWEEP),
+    Release("3.8.1", "starts", SWEEP),
+    Release("3.9.1", "starts", SWEEP),
+    Release("4.0.2", "starts", SWEEP),
+    Release("4.1.2", "starts", SWEEP),
+    Release("4.2.0", "starts", SWEEP),
+    Release("4.3.1", "starts", SWEEP + "; the default reference"),
+    Release("4.4.0", "starts", SWEEP),
 )

@@ -16,11 +16,19 @@ from conformance.targets.apache_kafka import kafka_uuid
 from conformance.targets.external import parse_bootstrap
 
 
-def test_rows_cover_every_target():
+def test_rows_cover_every_target_and_every_kafka_release():
+    from conformance.targets.kafka_releases import RELEASES
+
     rows = target_rows()
-    assert [r[0] for r in rows] == ["embedded", "apache-kafka", "tansu", "kfake", "librdkafka-mock", "external"]
+    releases = [f"apache-kafka@{r.version}" for r in RELEASES]
+    assert [r[0] for r in rows] == ["embedded", "apache-kafka", *releases, "tansu", "kfake", "librdkafka-mock",
+                                    "external"]
     for name, ok, detail in rows:
         assert isinstance(ok, bool) and detail, name
+    by_name = {name: (ok, detail) for name, ok, detail in rows}
+    if by_name["apache-kafka"][0]:
+        assert by_name["apache-kafka@0.11.0.3"] == (True, f"zookeeper: {RELEASES[0].note}")
+        assert by_name["apache-kafka@2.0.1"][0] is False and "ZooKeeper 3.4.13" in by_name["apache-kafka@2.0.1"][1]
 
 
 def test_make_target_rejects_unknown_names():

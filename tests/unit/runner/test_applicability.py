@@ -1,7 +1,8 @@
 """A case whose raw requests name an API version the target does not serve is not applicable
 before its first step (conformance/runner/case_run.py CaseRun._require_raw_apis), repeats
 included: a regression case that bumps an epoch 30,000 times before its Produce v12 used to find
-out after minutes on releases that serve Produce v0-11."""
+out after minutes on releases that serve Produce v0-11. Likewise an op the client release has
+no API for (CaseRun._require_client_op): java@3.1.0 has no Admin.fenceProducers."""
 
 from __future__ import annotations
 
@@ -48,3 +49,34 @@ def test_a_missing_api_is_not_applicable_and_served_ones_pass(tmp_path):
     with pytest.raises(NotApplicable, match="does not serve Produce"):
         _run(tmp_path, {22: (0, 5)})
     _run(tmp_path, {22: (0, 5), 0: (3, 12)})
+
+
+CLIENT_CASE = """\
+title: an op a client release may lack
+topology:
+  topics: [{name: t1, partitions: 1}]
+actors:
+  admin: {role: admin}
+steps:
+  - {actor: admin, op: fence_producers, ids: [x], expect: ok}
+  - {actor: admin, op: fence_producers, ids: [x], expect: {java: UNSUPPORTED_BY_CLIENT, default: ok}}
+checks:
+  - {check: records, isolation: read_committed, topic: t1, count: 0}
+"""
+
+
+def _client_op(tmp_path, index: int, client: str, error: str | None):
+    path = tmp_path / "client_case.yaml"
+    path.write_text(CLIENT_CASE)
+    step = load_case(path).steps[index]
+    run = SimpleNamespace(_client_of=lambda actor: client)
+    rec = {"ok": True} if error is None else {"ok": False, "error": {"name": error, "message": "no Admin API"}}
+    CaseRun._require_client_op(run, step, rec)
+
+
+def test_an_op_the_client_release_lacks_makes_the_row_not_applicable_unless_expected(tmp_path):
+    with pytest.raises(NotApplicable, match="client java@3.1.0 cannot fence_producers: no Admin API"):
+        _client_op(tmp_path, 0, "java@3.1.0", "UNSUPPORTED_BY_CLIENT")
+    _client_op(tmp_path, 1, "java@3.1.0", "UNSUPPORTED_BY_CLIENT")      # the case expects exactly that
+    _client_op(tmp_path, 0, "java", None)                               # ok
+    _client_op(tmp_path, 0, "java", "CONCURRENT_TRANSACTIONS")          # a real error stays a finding
