@@ -14,7 +14,7 @@ import org.apache.kafka.clients.producer.KafkaProducer;
  * release -- instead of the build failing for every op, or a fork of the driver per release.
  *
  * <p>Reached by name: Admin.describeTransactions and Admin.describeProducers (KIP-664, 3.0),
- * Admin.fenceProducers (KIP-618, 3.3), and the
+ * Admin.fenceProducers (KIP-618, 3.2), and the
  * exception families TransactionAbortableException, ApplicationRecoverableException and
  * RefreshRetriableException (3.x/4.x, absent from 2.8), which only classify errors: a release
  * without the class throws no exception of that family, so the test is simply false there.
