@@ -19,7 +19,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from conformance.apps import APPLICATION_CLIENT  # noqa: E402
+from conformance.dsl.model import APPLICATION_CLIENT  # noqa: E402
 from conformance.dsl import load_case  # noqa: E402
 from conformance.dsl.model import BOUNCE_TARGETS, FAILURE_MODES  # noqa: E402
 from conformance.runner.runner import RunOptions, run  # noqa: E402

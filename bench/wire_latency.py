@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.transactions import percentile  # noqa: E402
-from conformance.runner.transcript_check import decode_line  # noqa: E402
+from conformance.proxy.transcript import decode_line  # noqa: E402
 
 DEFAULT_APIS = ("WriteTxnMarkers", "AddPartitionsToTxn", "EndTxn", "Produce", "TxnOffsetCommit")
 

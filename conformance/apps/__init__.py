@@ -10,9 +10,8 @@ they landed, the error codes per API that crossed the wire.
   one TransactionalMessageCopier per input partition, read_committed ConsoleConsumers -- under
   clean and hard bounces of brokers or of the copiers.
 - tools.py: a Java tool of org.apache.kafka:kafka-tools as a process whose stdout is kept.
-"""
-from __future__ import annotations
 
-APPLICATIONS = ("transactions_test",)
-#: The row's client: the applications run Kafka's Java client, from kafka-tools.
-APPLICATION_CLIENT = "java"
+The names of the applications and the client their rows carry live with the case model
+(dsl/model.APPLICATIONS, APPLICATION_CLIENT), which the loader and the runner read without
+importing the applications themselves.
+"""

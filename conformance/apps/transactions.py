@@ -34,18 +34,24 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Callable, Iterable, Protocol
 
 from conformance.targets import Target
 from conformance.targets.maven import DEFAULT_KAFKA_VERSION, resolve_kafka_tools
 
 from ..dsl.model import Case
 from ..history import profile as wire_profile
+from ..proxy.transcript import decode_line
 from ..results import Check
 from .tools import Tool, count_client_log
 
-if TYPE_CHECKING:  # the runner imports this module (runner/row.py)
-    from ..runner.namespace import Namespace
+
+class Namespace(Protocol):
+    """What an application needs of the row's namespace (runner/namespace.Namespace, which
+    this module does not import: the runner imports it): the row's unique name of a case name."""
+
+    name: Callable[[str], str]
+
 
 INPUT, OUTPUT = "input-topic", "output-topic"
 GROUP = "transactions-test-consumer-group"
@@ -353,8 +359,6 @@ class TransactionsTestRun:
     def wire(self, lines: list[dict] | None) -> dict:
         """Error codes per API that crossed the proxy (history/profile.py), and what the tools'
         own logs named."""
-        from ..runner.transcript_check import decode_line
-
         errors = wire_profile.wire_errors(lines or [], decode_line)
         prof = wire_profile.profile(errors)
         names = [p for c in self.copiers for p in [self.art / f"{c.name}.stderr"]] + [self.art / "seed.stderr"]

@@ -20,7 +20,6 @@ import yaml
 
 from broker_impl.codec import API
 
-from ..apps import APPLICATIONS
 from ..clients.errors import KAFKA_ERRORS, LOCAL_NAMES
 from ..clients.registry import CLIENTS
 from ..proxy.answer import answerable_versions
@@ -776,7 +775,7 @@ def _application(v: "_V", raw: Any, nodes: int) -> tuple[m.ApplicationDef, list[
     partition each and a third of the messages)."""
     raw = v.mapping(raw, "application", APPLICATION_KEYS, {"kind"})
     d = m.ApplicationDef(kind="")
-    args: dict[str, Any] = {"kind": v.string(raw["kind"], "application.kind", APPLICATIONS)}
+    args: dict[str, Any] = {"kind": v.string(raw["kind"], "application.kind", m.APPLICATIONS)}
     for key in ("bounce_target", "failure_mode"):
         if key in raw:
             args[key] = v.string(raw[key], f"application.{key}",

@@ -416,6 +416,12 @@ BOUNCE_TARGETS = ("brokers", "clients", "none")
 FAILURE_MODES = ("clean_bounce", "hard_bounce")
 
 
+#: The applications a case may run (conformance/apps/: one module each).
+APPLICATIONS = ("transactions_test",)
+#: An application row's client: the applications run Kafka's Java client, from kafka-tools.
+APPLICATION_CLIENT = "java"
+
+
 @dataclass(frozen=True)
 class ApplicationDef:
     """The `application:` section: a real application instead of steps (conformance/apps,

@@ -90,7 +90,7 @@ class WireError:
 
 def wire_errors(lines: Iterable[dict], decode: Callable[[dict], dict | None]) -> list[WireError]:
     """Every non-zero error code in the responses of a transcript (its lines, in order; `decode`
-    is runner.transcript_check.decode_line). A Produce batch refused OUT_OF_ORDER_SEQUENCE_NUMBER
+    is proxy.transcript.decode_line). A Produce batch refused OUT_OF_ORDER_SEQUENCE_NUMBER
     because an earlier batch of the same producer, epoch and partition was refused first (its
     sequence never reached the log, so every later one is out of order until the client sends
     the first again) is `explained`: Kafka answers that cascade too (e.g. after

@@ -28,12 +28,15 @@ from __future__ import annotations
 
 import base64
 import json
+import struct
 import threading
 import time
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Any, Iterator
 
-from broker_impl.codec import FrameInfo
+from broker_impl.codec import API_BY_KEY, REQUEST_HEADER, RESPONSE_HEADER, FrameInfo, ProtocolError, error_name
+
+from .rules import source_of
 
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024
 DEFAULT_MAX_MEMORY_BYTES = 256 * 1024 * 1024
@@ -135,3 +138,43 @@ def frame_bytes(line: dict) -> bytes | None:
     """The captured bytes of a transcript line (None when they were not kept)."""
     data = line.get("data")
     return None if data is None else base64.b64decode(data)
+
+
+_BODY_UNREADABLE = (ProtocolError, ValueError, IndexError, struct.error)
+
+
+def _names(tree: Any) -> Any:
+    """A decoded body with its error codes as Kafka's names."""
+    if isinstance(tree, dict):
+        return {k: (error_name(v) if k.endswith("error_code") and isinstance(v, int) else _names(v))
+                for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [_names(v) for v in tree]
+    return tree
+
+
+def decode_line(line: dict) -> dict | None:
+    """One transcript line as a frame a pattern can match: {api, direction, version, from,
+    fields (None when the body cannot be read)}; None for a frame that has no API name."""
+    api = API_BY_KEY.get(line.get("api_key")) if line.get("api_key") is not None else None
+    version = line.get("api_version")
+    if api is None or version is None:
+        return None
+    direction = "request" if line.get("dir") == "c2b" else "response"
+    frame = {"api": api.name, "direction": direction, "version": version, "from": source_of(line.get("client_id")),
+             "fields": None, "t": line.get("t")}
+    data = line.get("data")
+    if data is None or line.get("truncated") or line.get("unframed"):
+        return frame
+    raw = base64.b64decode(data)
+    try:
+        if direction == "request":
+            _, pos = REQUEST_HEADER.decode(api.request_header_version(version), raw, 4)
+            body, _ = api.request.decode(version, raw, pos)
+        else:
+            _, pos = RESPONSE_HEADER.decode(api.response_header_version(version), raw, 4)
+            body, _ = api.response.decode(version, raw, pos)
+    except _BODY_UNREADABLE:  # a corrupted frame is part of some cases
+        return frame
+    frame["fields"] = _names(body.to_dict())
+    return frame

@@ -46,9 +46,8 @@ from conformance.targets import split_name, target_class
 
 from .. import baseline as baselines_
 from .. import security
-from ..apps import APPLICATION_CLIENT
 from ..security import Security
-from ..dsl.model import Case
+from ..dsl.model import APPLICATION_CLIENT, Case
 from ..provenance import environment
 from ..results import ResultsFile, Row
 from .row import RowContext, RowPlan, now_iso, row_plan, run_one

@@ -19,54 +19,10 @@ fields.
 """
 from __future__ import annotations
 
-import base64
-import struct
 from typing import Any, Callable
 
-from broker_impl.codec import API_BY_KEY, REQUEST_HEADER, RESPONSE_HEADER, ProtocolError, error_name
-
-from ..proxy.rules import source_of
+from ..proxy.transcript import decode_line
 from ..refs import compare, data_matches, describe_comparison, is_comparison
-
-_BODY_UNREADABLE = (ProtocolError, ValueError, IndexError, struct.error)
-
-
-def _names(tree: Any) -> Any:
-    """A decoded body with its error codes as Kafka's names."""
-    if isinstance(tree, dict):
-        return {k: (error_name(v) if k.endswith("error_code") and isinstance(v, int) else _names(v))
-                for k, v in tree.items()}
-    if isinstance(tree, list):
-        return [_names(v) for v in tree]
-    return tree
-
-
-def decode_line(line: dict) -> dict | None:
-    """One transcript line as a frame a pattern can match: {api, direction, version, from,
-    fields (None when the body cannot be read)}; None for a frame that has no API name."""
-    api = API_BY_KEY.get(line.get("api_key")) if line.get("api_key") is not None else None
-    version = line.get("api_version")
-    if api is None or version is None:
-        return None
-    direction = "request" if line.get("dir") == "c2b" else "response"
-    frame = {"api": api.name, "direction": direction, "version": version, "from": source_of(line.get("client_id")),
-             "fields": None, "t": line.get("t")}
-    data = line.get("data")
-    if data is None or line.get("truncated") or line.get("unframed"):
-        return frame
-    raw = base64.b64decode(data)
-    try:
-        if direction == "request":
-            _, pos = REQUEST_HEADER.decode(api.request_header_version(version), raw, 4)
-            body, _ = api.request.decode(version, raw, pos)
-        else:
-            _, pos = RESPONSE_HEADER.decode(api.response_header_version(version), raw, 4)
-            body, _ = api.response.decode(version, raw, pos)
-    except _BODY_UNREADABLE:  # a corrupted frame is part of some cases
-        return frame
-    frame["fields"] = _names(body.to_dict())
-    return frame
-
 
 def decode_transcript(lines: list[dict], unmap: Callable[[Any], Any]) -> list[dict]:
     """The row's transcript lines as frames, in the order the proxy saw them, with case names."""

@@ -41,7 +41,7 @@ from .case_run import StepRun
 from .faults import FaultRealiser
 from .namespace import Namespace
 from .nemesis import Nemesis
-from .transcript_check import decode_line
+from ..proxy.transcript import decode_line
 from .workload_workers import Worker
 
 ROLES = {"producer": "producer", "idempotent": "producer", "transactional": "producer", "copier": "producer",

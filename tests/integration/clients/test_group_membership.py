@@ -412,7 +412,7 @@ def test_join_group_offers_the_java_protocol_names(client, embedded, spawn):
     default (DEFAULT_PROTOCOLS); set, the Java protocol names in the order given."""
     _usable(client)
     from conformance.runner.proxying import ProxyFront
-    from conformance.runner.transcript_check import decode_line
+    from conformance.proxy.transcript import decode_line
 
     front = ProxyFront.rewriting(embedded.target)
     try:

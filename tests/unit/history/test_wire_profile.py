@@ -8,7 +8,7 @@ from broker_impl.codec import API
 from conformance.history import History
 from conformance.history.profile import Window, WireError, profile, timeout_windows, unexpected, windows, wire_errors
 from conformance.raw import build_request, build_struct
-from conformance.runner.transcript_check import decode_line
+from conformance.proxy.transcript import decode_line
 
 
 def line(direction: str, api: str, version: int, corr: int, frame: bytes, t: float, conn: int = 1) -> dict:
