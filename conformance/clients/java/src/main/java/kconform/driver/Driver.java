@@ -640,11 +640,17 @@ public final class Driver {
     }
 
     // -- admin --------------------------------------------------------------------------------------
+    /** The texts of a JSON array (an op's transactional ids). */
+    private static List<String> texts(JsonNode array) {
+        List<String> out = new ArrayList<>();
+        for (JsonNode item : array) out.add(item.asText());
+        return out;
+    }
+
     /** Admin.describeTransactions (KIP-664, kafka-clients 3.0+), reached by name (Compat). */
     private JsonNode describeTransactions(JsonNode a, Deadline d) throws Exception {
         java.lang.reflect.Method describe = Compat.method("describe_transactions", Admin.class, "describeTransactions", Collection.class);
-        List<String> ids = new ArrayList<>();
-        for (JsonNode id : a.get("ids")) ids.add(id.asText());
+        List<String> ids = texts(a.get("ids"));
         Object result = Compat.invoke(describe, admin(), ids);
         java.lang.reflect.Method description = result.getClass().getMethod("description", String.class);
         ArrayNode out = Outcomes.JSON.createArrayNode();
@@ -722,14 +728,13 @@ public final class Driver {
     }
 
     /**
-     * Admin.fenceProducers (KIP-618, kafka-clients 3.3+), reached by name (Compat): succeeds when the
+     * Admin.fenceProducers (KIP-618, kafka-clients 3.2+), reached by name (Compat): succeeds when the
      * client reports every id fenced (its all()), with the producer id and epoch it fenced at; else
      * fails with the error the client raised.
      */
     private JsonNode fenceProducers(JsonNode a, Deadline d) throws Exception {
         java.lang.reflect.Method fence = Compat.method("fence_producers", Admin.class, "fenceProducers", Collection.class);
-        List<String> ids = new ArrayList<>();
-        for (JsonNode id : a.get("ids")) ids.add(id.asText());
+        List<String> ids = texts(a.get("ids"));
         Object result = Compat.invoke(fence, admin(), ids);
         java.lang.reflect.Method producerId = result.getClass().getMethod("producerId", String.class);
         java.lang.reflect.Method epoch = result.getClass().getMethod("epochId", String.class);
