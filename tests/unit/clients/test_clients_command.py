@@ -6,19 +6,22 @@ import json
 
 from conformance.cli import main
 from conformance.clients.errors import KAFKA_ERRORS, error_table_file
-from conformance.clients.registry import CLIENTS
+from conformance.clients.registry import CLIENTS, VERSIONED
 
 
 def test_clients_lists_every_registered_client_with_its_availability(capsys):
     assert main(["clients"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in lines] == [*CLIENTS, "java@VERSION"]
+    forms = [f"{prefix}@VERSION" for prefix in VERSIONED]
+    assert [line.split()[0] for line in lines] == [*CLIENTS, *forms]
     for line, (name, spec) in zip(lines, CLIENTS.items()):
         ok, detail = spec.availability()
         assert line.split()[1] == ("yes" if ok else "no") and line.rstrip().endswith(detail)
-    versioned = lines[-1]
-    assert versioned.split()[1] == lines[list(CLIENTS).index("java")].split()[1]  # usable where java is
-    assert "Maven Central" in versioned and "built here:" in versioned
+    versioned = dict(zip(forms, lines[len(CLIENTS):]))
+    assert versioned["java@VERSION"].split()[1] == lines[list(CLIENTS).index("java")].split()[1]  # usable where java is
+    assert "Maven Central" in versioned["java@VERSION"] and "ready here:" in versioned["java@VERSION"]
+    for client in ("confluent", "aiokafka", "kafka-python"):
+        assert "from PyPI" in versioned[f"{client}@VERSION"] and "ready here:" in versioned[f"{client}@VERSION"]
 
 
 def test_error_table_file_is_kafkas_table(tmp_path, monkeypatch):
