@@ -143,10 +143,14 @@ def _install(lib: PyLib, release: str, directory: Path) -> None:
             buildcache.run_logged([*pip, f"{lib.dist}=={release}"], directory, None, INSTALL_TIMEOUT,
                                   f"pip install {what} (sdist)")
         except PythonBuildError:
+            log = buildcache.log_tail(directory / buildcache.LOG, 400)
+            causes = [line.strip() for line in log.splitlines()
+                      if "fatal error:" in line or "No matching distribution found" in line][-1:]
             raise PythonBuildError(
                 f"{what} cannot be installed for CPython {sys.version_info.major}.{sys.version_info.minor} "
                 f"({sysconfig.get_platform()}): PyPI has no {interpreter_tag()} wheel of it for this platform "
-                f"and its sdist does not build here (or PyPI has no release {release}). pip's output "
+                f"and its sdist does not build here (or PyPI has no release {release})"
+                f"{': ' + causes[0] if causes else ''}. pip's output "
                 f"({directory / buildcache.LOG}):\n{buildcache.log_tail(directory / buildcache.LOG, 25)}") from None
     probe = subprocess.run([sys.executable, "-c", _PROBE, str(site), lib.module], capture_output=True, text=True,
                            timeout=120, cwd=directory)

@@ -65,14 +65,18 @@ def test_the_driver_runs_the_release_first_on_its_path_and_degrades_per_op(broke
 def test_a_release_without_a_wheel_or_a_buildable_sdist_fails_naming_the_release_and_why(tmp_path, monkeypatch):
     monkeypatch.setenv("KCONFORM_CACHE", str(tmp_path))
     lib = python_build.LIBS["confluent"]
-    with pytest.raises(python_build.PythonBuildError) as info:
+    try:
         python_build.ensure(lib, "1.9.2")
-    text = str(info.value)
+    except python_build.PythonBuildError as exc:
+        text = str(exc)
+    else:
+        pytest.skip("confluent-kafka 1.9.2's sdist builds here (librdkafka's headers are installed)")
     if "Could not fetch" in text or "NewConnectionError" in text:
         pytest.skip("PyPI cannot be reached")
     first = text.splitlines()[0]
     assert "confluent-kafka 1.9.2 cannot be installed for CPython 3." in first, text
     assert f"no cp{sys.version_info.major}{sys.version_info.minor} wheel" in first and "sdist does not build" in first
+    assert "librdkafka/rdkafka.h" in first  # the cause, from pip's output
     assert not python_build.is_installed(lib, "1.9.2")
     with pytest.raises(python_build.PythonBuildError, match="confluent-kafka 1.9.2"):  # remembered: no second build
         CLIENTS["confluent@1.9.2"].command()
