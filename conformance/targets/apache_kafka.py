@@ -100,6 +100,10 @@ KRAFT_ONLY_DEFAULTS = ("broker.session.timeout.ms", "broker.heartbeat.interval.m
 #: ZooKeeper expires, and the controller moves its leaderships, within seconds (the ZooKeeper
 #: server's tickTime of 500 ms allows sessions from 1 s to 10 s).
 ZOOKEEPER_BROKER_DEFAULTS = {"zookeeper.session.timeout.ms": "3000", "zookeeper.connection.timeout.ms": "30000"}
+#: Kafka's standard authorizer as a case names it (KRaft), and what stands for it in ZooKeeper mode.
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+ZK_ACL_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
+ZK_SIMPLE_ACL_AUTHORIZER = "kafka.security.auth.SimpleAclAuthorizer"
 ZOOKEEPER_TICK_MS = 500
 #: The first release whose partition leaders verify transactional produces (KIP-890 part 1).
 FIRST_VERIFYING_RELEASE = (3, 6)
@@ -422,6 +426,11 @@ class ApacheKafkaTarget(LocalProcessTarget):
         configs = {k: v for k, v in default_broker_configs(n).items() if k not in KRAFT_ONLY_DEFAULTS}
         configs.update(ZOOKEEPER_BROKER_DEFAULTS)
         configs.update(broker_configs)
+        if configs.get("authorizer.class.name") == STANDARD_AUTHORIZER:
+            # Kafka's standard authorizer in ZooKeeper mode: ACLs kept in ZooKeeper (KIP-504's
+            # AclAuthorizer from 2.4, SimpleAclAuthorizer before), same semantics for a case's ACLs.
+            configs["authorizer.class.name"] = (ZK_ACL_AUTHORIZER if version_tuple(self._version) >= (2, 4)
+                                                else ZK_SIMPLE_ACL_AUTHORIZER)
         for i in broker_ids:
             d = self._node_dir(i)
             (d / "data").mkdir(parents=True, exist_ok=True)
