@@ -13,7 +13,7 @@ the same driver source built against that release of the library, one cache dire
 cache's lock. The repository's go.mod is never touched: the build copies it and, in the copy, runs
 ``go get MODULE@vVERSION`` (which downgrades what requires a newer one, kadm for franz-go) and, for
 franz-go, ``go get`` of the kmsg that release itself requires (an old kgo never speaks a newer
-kmsg's request versions), checks that the release is what go.mod now selects, then builds. Sources
+kmsg's request versions), builds with -mod=readonly, and checks the binary links the release. Sources
 an old release cannot compile are version-gated by build tags the build passes
 (``franzgo_pre_1_22``: kmsg before v1.14, see internal/franzgo/kmsg_*.go).
 """
@@ -47,7 +47,7 @@ def module_version(client: str) -> str:
 #: A release as the Go module proxy names them, without the leading v (one name per build): 1.21.5, 1.0.0-rc1.
 _RELEASE = re.compile(r"\d+\.\d+\.\d+(?:-[A-Za-z0-9.]+)?")
 #: Build tags per client: (tag, the first release that no longer needs it).
-_TAGS = {"franz-go": (("franzgo_pre_1_22", (1, 22, 0)),), "sarama": ()}
+_TAGS = {"franz-go": (("franzgo_pre_1_22", (1, 22, 0)),), "sarama": (("sarama_pre_1_60_1", (1, 60, 1)),)}
 
 
 def release_of(name: str) -> tuple[str, str] | None:
@@ -59,7 +59,7 @@ def release_of(name: str) -> tuple[str, str] | None:
         return None
     if not _RELEASE.fullmatch(release):
         raise ValueError(f"{name!r}: expected {client}@MAJOR.MINOR.PATCH (a release of {MODULES[client]} without its v, "
-                         f"e.g. {client}@{'1.21.5' if client == 'franz-go' else '1.45.0'})")
+                         f"e.g. {client}@{'1.21.5' if client == 'franz-go' else '1.60.0'})")
     return client, release
 
 
@@ -82,10 +82,13 @@ def _script(client: str, release: str) -> str:
         lines.append(f"kmsg=$(go mod graph | awk '$1 == \"{module}@{v}\" && index($2, \"{kmsg}@\") == 1 "
                      f"{{ sub(/.*@/, \"\", $2); print $2 }}')")
         lines.append(f'if [ -n "$kmsg" ]; then go get "{kmsg}@$kmsg"; fi')
-    lines.append(f'selected=$(go list -m {module})')
-    lines.append(f'if [ "$selected" != "{module} {v}" ]; then echo "go.mod selects $selected, not {v}"; exit 1; fi')
     tags = build_tags(client, release)
-    lines.append(f"go build {'-tags ' + ','.join(tags) + ' ' if tags else ''}-o {BINARY} .")
+    # -mod=readonly: the build must not add or move a requirement (a module `go get` removed for
+    # want of a release old enough -- kadm before franz-go 1.15 -- would come back at its newest and
+    # pull the newest library with it); then the binary itself must link the release.
+    lines.append(f"go build -mod=readonly {'-tags ' + ','.join(tags) + ' ' if tags else ''}-o {BINARY} .")
+    lines.append(f"linked=$(go version -m {BINARY} | awk '$1 == \"dep\" && $2 == \"{module}\" {{ print $3 }}')")
+    lines.append(f'if [ "$linked" != "{v}" ]; then echo "the driver links {module} $linked, not {v}"; exit 1; fi')
     return "\n".join(lines)
 
 

@@ -189,7 +189,7 @@ VERSIONED_FORMS = {
     "java@VERSION": "kafka-clients VERSION from Maven Central (e.g. java@3.1.2), the java driver built against it on first use",
     "franz-go@VERSION": "github.com/twmb/franz-go vVERSION from the Go module proxy (e.g. franz-go@1.21.5), "
                         "the Go driver built against it on first use",
-    "sarama@VERSION": "github.com/IBM/sarama vVERSION from the Go module proxy (e.g. sarama@1.45.0), "
+    "sarama@VERSION": "github.com/IBM/sarama vVERSION from the Go module proxy (1.60.0 on, e.g. sarama@1.60.0), "
                       "the Go driver built against it on first use",
 }
 
