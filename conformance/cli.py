@@ -17,7 +17,7 @@ from broker_impl.cli import run_from_args
 from broker_impl.config import ConfigError, parse_sets
 from reports.cli import report, transcript
 
-from .clients import java_build
+from .clients import go_build, java_build
 from .clients.registry import VERSIONED_FORMS, availability
 from .provenance import portable_path
 from .dsl import load_cases
@@ -60,6 +60,11 @@ def _cmd_clients(args) -> int:
     built = java_build.built_releases()
     rows["java@VERSION"] = (ok, f"{VERSIONED_FORMS['java@VERSION']}; built here: {', '.join(built) or 'none'}"
                             if ok else why)
+    for client in go_build.MODULES:
+        ok, why = rows[client]
+        built = go_build.built_releases(client)
+        rows[f"{client}@VERSION"] = (ok, f"{VERSIONED_FORMS[f'{client}@VERSION']}; built here: "
+                                         f"{', '.join(built) or 'none'}" if ok else why)
     width = max(len(name) for name in rows)
     for name, (ok, detail) in rows.items():
         print(f"{name:<{width}}  {'yes' if ok else 'no ':<3}  {detail}")

@@ -149,11 +149,15 @@ class _Clients(dict):
 
 @functools.lru_cache(maxsize=None)
 def _versioned(name: str) -> ClientSpec | None:
-    """The ClientSpec of ``java@VERSION``; None for any other name (a malformed release included)."""
+    """The ClientSpec of ``java@VERSION``, ``franz-go@VERSION`` or ``sarama@VERSION``; None for any
+    other name (a malformed release included)."""
     try:
+        go_release = go_build.release_of(name)
         release = java_build.release_of(name)
     except ValueError:
         return None
+    if go_release is not None:
+        return _go_versioned(name, *go_release)
     if release is None:
         return None
     build = java_build.build_for(release)
@@ -166,10 +170,27 @@ def _versioned(name: str) -> ClientSpec | None:
         features=frozenset())
 
 
+def _go_versioned(name: str, client: str, release: str) -> ClientSpec:
+    """``franz-go@VERSION`` / ``sarama@VERSION``: the Go driver built against that release
+    (go_build.build_for); the version reported is the release, which the build checked go.mod selects."""
+    module = go_build.MODULES[client]
+    return ClientSpec(
+        name, f"{client} {release} (Go, {module}@v{release})",
+        lambda: go_build.command(client, release),
+        _built_availability(go_build.build_for(client, release), lambda: f"{client} {release}"),
+        lambda: release,
+        # Not measured per release (GROUP_FEATURES are verified for the pinned client only): none claimed.
+        features=frozenset())
+
+
 #: The forms of client names CLIENTS accepts besides its keys, with what they mean (for listings
 #: and error messages).
 VERSIONED_FORMS = {
     "java@VERSION": "kafka-clients VERSION from Maven Central (e.g. java@3.1.2), the java driver built against it on first use",
+    "franz-go@VERSION": "github.com/twmb/franz-go vVERSION from the Go module proxy (e.g. franz-go@1.21.5), "
+                        "the Go driver built against it on first use",
+    "sarama@VERSION": "github.com/IBM/sarama vVERSION from the Go module proxy (1.60.0 on, e.g. sarama@1.60.0), "
+                      "the Go driver built against it on first use",
 }
 
 

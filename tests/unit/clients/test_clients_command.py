@@ -12,13 +12,14 @@ from conformance.clients.registry import CLIENTS
 def test_clients_lists_every_registered_client_with_its_availability(capsys):
     assert main(["clients"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in lines] == [*CLIENTS, "java@VERSION"]
+    assert [line.split()[0] for line in lines] == [*CLIENTS, "java@VERSION", "franz-go@VERSION", "sarama@VERSION"]
     for line, (name, spec) in zip(lines, CLIENTS.items()):
         ok, detail = spec.availability()
         assert line.split()[1] == ("yes" if ok else "no") and line.rstrip().endswith(detail)
-    versioned = lines[-1]
-    assert versioned.split()[1] == lines[list(CLIENTS).index("java")].split()[1]  # usable where java is
-    assert "Maven Central" in versioned and "built here:" in versioned
+    for line, (client, source) in zip(lines[len(CLIENTS):], [("java", "Maven Central"), ("franz-go", "Go module proxy"),
+                                                             ("sarama", "Go module proxy")]):
+        assert line.split()[1] == lines[list(CLIENTS).index(client)].split()[1]  # usable where its client is
+        assert source in line and "built here:" in line
 
 
 def test_error_table_file_is_kafkas_table(tmp_path, monkeypatch):
