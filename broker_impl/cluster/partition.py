@@ -44,11 +44,13 @@ def now_ms() -> int:
 class ReplicaState:
     """A follower as its leader sees it (Kafka's Replica / ReplicaState)."""
 
-    __slots__ = ("broker_id", "log_end_offset", "last_caught_up_ms", "last_fetch_leader_leo", "last_fetch_ms")
+    __slots__ = ("broker_id", "log_end_offset", "log_start_offset", "last_caught_up_ms", "last_fetch_leader_leo",
+                 "last_fetch_ms")
 
     def __init__(self, broker_id: int):
         self.broker_id = broker_id
         self.log_end_offset = UNKNOWN_OFFSET
+        self.log_start_offset = UNKNOWN_OFFSET   # as its fetches report it (for DeleteRecords' low watermark)
         self.last_caught_up_ms = 0
         self.last_fetch_leader_leo = UNKNOWN_OFFSET
         self.last_fetch_ms = 0
@@ -309,6 +311,45 @@ class Partition:
         done, err = self.check_enough_replicas_reach_offset(required_offset)
         return err if done or err != Errors.NONE else Errors.REQUEST_TIMED_OUT
 
+    # ================================================================== DeleteRecords
+    def delete_records_on_leader(self, offset: int) -> int:
+        """Partition.deleteRecordsOnLeader: move the leader's log start to ``offset`` (-1: the high
+        watermark) and return the offset asked for. NOT_LEADER_OR_FOLLOWER off the leader,
+        OFFSET_OUT_OF_RANGE below 0 or above the high watermark (as KafkaErrors)."""
+        if not self.is_leader:
+            raise KafkaError(Errors.NOT_LEADER_OR_FOLLOWER,
+                             f"Leader not local for partition {self.topic}-{self.index}")
+        log = self.log
+        wanted = log.high_watermark if offset == -1 else offset
+        if wanted < 0:
+            raise KafkaError(Errors.OFFSET_OUT_OF_RANGE,
+                             f"The offset {wanted} for partition {self.topic}-{self.index} is not valid")
+        log.maybe_increment_log_start_offset(wanted)
+        return wanted
+
+    def low_watermark(self) -> int:
+        """Partition.lowWatermarkIfLeader: the lowest log start offset of this replica and of
+        every replica on an alive broker -- what a DeleteRecords has made true everywhere."""
+        low = self.log.log_start_offset
+        for r, st in self.remote.items():
+            if self.broker_alive(r) and st.log_start_offset < low:
+                low = st.log_start_offset
+        return low
+
+    async def wait_for_low_watermark(self, offset: int, timeout_ms: int) -> tuple[Errors, int]:
+        """DelayedDeleteRecords for one partition: NONE and the low watermark once it reaches
+        ``offset``; REQUEST_TIMED_OUT when it does not in time; NOT_LEADER_OR_FOLLOWER if this
+        replica stops leading meanwhile."""
+        with trio.move_on_after(max(timeout_ms, 0) / 1000.0):
+            while True:
+                if not self.is_leader:
+                    return Errors.NOT_LEADER_OR_FOLLOWER, -1
+                low = self.low_watermark()
+                if low >= offset:
+                    return Errors.NONE, low
+                await self._changed.wait()
+        return Errors.REQUEST_TIMED_OUT, self.log.log_start_offset
+
     def maybe_increment_hw(self, now: int | None = None) -> bool:
         """Partition.maybeIncrementLeaderHW (module doc). True when the HW moved."""
         if not self.replicated or not self.is_leader or self.is_under_min_isr():
@@ -329,10 +370,11 @@ class Partition:
         return False
 
     # ================================================================== followers, seen by the leader
-    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, now: int | None = None
-                                    ) -> list[int] | None:
-        """A follower fetched from ``fetch_offset`` (its log end offset). Returns an ISR to
-        propose (AlterPartition) when it may join the ISR, else None."""
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, now: int | None = None,
+                                    log_start_offset: int = UNKNOWN_OFFSET) -> list[int] | None:
+        """A follower fetched from ``fetch_offset`` (its log end offset), its log starting at
+        ``log_start_offset``. Returns an ISR to propose (AlterPartition) when it may join the ISR,
+        else None."""
         st = self.remote.get(replica_id)
         if st is None:
             raise KafkaError(Errors.NOT_LEADER_OR_FOLLOWER,
@@ -341,6 +383,9 @@ class Partition:
         leo = self.log.log_end_offset
         moved = st.log_end_offset != fetch_offset
         st.update_fetch_state(fetch_offset, now, leo)
+        if log_start_offset != st.log_start_offset:
+            st.log_start_offset = log_start_offset
+            self._signal()   # a DeleteRecords may be waiting for this follower
         proposal = self._maybe_expand_isr(replica_id)
         if moved:
             self.maybe_increment_hw(now)
@@ -386,8 +431,13 @@ class Partition:
         info = self.log.append_as_follower(records)
         return info
 
-    def update_follower_high_watermark(self, leader_hw: int) -> None:
+    def update_follower_high_watermark(self, leader_hw: int, leader_log_start: int = -1) -> None:
+        """The high watermark and log start offset a leader's fetch response gave (Kafka's
+        ReplicaFetcherThread.processPartitionData): the start follows a DeleteRecords on the
+        leader, up to what this replica holds below its high watermark."""
         log = self.log
         if min(leader_hw, log.log_end_offset) != log.high_watermark:
             log.update_high_watermark(leader_hw)
             self._signal()
+        if leader_log_start > log.log_start_offset:
+            log.maybe_increment_log_start_offset(min(leader_log_start, log.high_watermark))

@@ -43,6 +43,19 @@ def handles(name: str, min_version: int | None = None, max_version: int | None =
     return deco
 
 
+def partition_or_error(topic, index: int, authorized: bool):
+    """(partition, None) for a partition a request may act on, else (None, its error): the
+    per-partition prologue of the partition APIs -- the topic ACL first
+    (TOPIC_AUTHORIZATION_FAILED), then existence (UNKNOWN_TOPIC_OR_PARTITION), as KafkaApis
+    checks them."""
+    from ..protocol.errors import Errors
+    if not authorized:
+        return None, Errors.TOPIC_AUTHORIZATION_FAILED
+    if topic is None or not 0 <= index < len(topic.partitions):
+        return None, Errors.UNKNOWN_TOPIC_OR_PARTITION
+    return topic.partitions[index], None
+
+
 def load_all() -> dict[int, Handler]:
     """Import every handler module so that each registers its APIs."""
     import importlib
@@ -53,5 +66,5 @@ def load_all() -> dict[int, Handler]:
 
 
 #: Every handler module, one per API family.
-MODULES = ("acls", "api_versions", "cluster", "configs", "consumer_groups", "fetch", "find_coordinator", "groups",
-           "init_producer_id", "list_offsets", "metadata", "offsets", "produce", "sasl", "topics", "transactions")
+MODULES = ("acls", "api_versions", "cluster", "configs", "consumer_groups", "delete_records", "fetch",
+           "find_coordinator", "groups", "init_producer_id", "list_offsets", "metadata", "offsets", "produce", "sasl", "topics", "transactions")

@@ -130,7 +130,7 @@ def _read_all(broker: Broker, ctx, req, endpoints: dict):
                 continue
             if follower:
                 try:
-                    rm.record_follower_fetch(part, replica_id, fp.fetch_offset)
+                    rm.record_follower_fetch(part, replica_id, fp.fetch_offset, fp.log_start_offset)
                 except KafkaError as exc:
                     pr.error_code = exc.error
                     continue

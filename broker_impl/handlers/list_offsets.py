@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import handles
+from . import handles, partition_or_error
 from ..log import EARLIEST_TIMESTAMP as EARLIEST
 from ..log import LATEST_TIMESTAMP as LATEST
 from ..protocol.errors import Errors, KafkaError
@@ -51,13 +51,10 @@ async def handle_list_offsets(broker: Broker, ctx, req):
         for p in t.partitions:
             pr = P(partition_index=p.partition_index, error_code=0, timestamp=-1, offset=-1, leader_epoch=-1)
             parts.append(pr)
-            if not describable:
-                pr.error_code = Errors.TOPIC_AUTHORIZATION_FAILED
+            part, err = partition_or_error(topic, p.partition_index, describable)
+            if err is not None:
+                pr.error_code = err
                 continue
-            if topic is None or not 0 <= p.partition_index < len(topic.partitions):
-                pr.error_code = Errors.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            part = topic.partitions[p.partition_index]
             err = part.leader_error(p.current_leader_epoch if ctx.version >= 4 else -1)
             if err is not None:
                 pr.error_code = err

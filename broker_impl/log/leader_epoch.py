@@ -93,6 +93,17 @@ class LeaderEpochFileCache:
             del self.start_offsets[keep:]
             self._write()
 
+    def truncate_from_start(self, start_offset: int) -> None:
+        """The log now starts at ``start_offset`` (DeleteRecords, LeaderEpochFileCache.truncateFromStart):
+        the epochs that started at or before it go, except the last of them, which now starts there."""
+        below = bisect_right(self.start_offsets, start_offset)
+        if below == 0 or (below == 1 and self.start_offsets[0] == start_offset):
+            return
+        del self.epochs[:below - 1]
+        del self.start_offsets[:below - 1]
+        self.start_offsets[0] = start_offset
+        self._write()
+
     def clear(self) -> None:
         self.epochs, self.start_offsets = [], []
         self._write()

@@ -30,6 +30,7 @@ import time
 from bisect import bisect_right
 from typing import Any, Mapping, NamedTuple
 
+from ..cluster.durable_file import replace_durably
 from . import records as rec
 from .config import LogConfig
 from .errors import OffsetOutOfRangeError, RecordListTooLargeError, UnexpectedAppendOffsetError
@@ -39,6 +40,10 @@ from .producer_state import AppendOrigin, CompletedTxn, ProducerStateManager
 from .segment import LOG_SUFFIX, LogSegment, offsets_of_files
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+#: The log start offset when DeleteRecords moved it inside a segment (Kafka keeps one
+#: log-start-offset-checkpoint per log directory; each PartitionLog owns its own directory, so the
+#: offset lives beside its segments). Absent: the log starts at its first segment.
+LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
 
 # ListOffsets special timestamps (ListOffsetsRequest)
 LATEST_TIMESTAMP = -1
@@ -97,6 +102,9 @@ class PartitionLog:
         self.segments: list[LogSegment] = []
         self._bases: list[int] = []
         self._leo = 0
+        #: The log start offset as DeleteRecords (or a leader's, on a follower) set it; the first
+        #: segment's base offset when that is higher (log_start_offset takes the larger).
+        self._start = self._read_start_checkpoint()
         self._unflushed_messages = 0
         self._last_flush_ms = _now_ms() if now_ms is None else now_ms
         self.recovered_bytes_truncated = 0  # what the last open cut off (for tests and logs)
@@ -117,7 +125,43 @@ class PartitionLog:
     # ================================================================== offsets
     @property
     def log_start_offset(self) -> int:
-        return self._bases[0]
+        """The first offset a fetch may ask for: the first segment's base offset, or higher when
+        DeleteRecords moved it inside that segment (maybe_increment_log_start_offset)."""
+        base = self._bases[0]
+        return base if self._start <= base else self._start
+
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        """UnifiedLog.maybeIncrementLogStartOffset: DeleteRecords on a leader (up to its high
+        watermark, OFFSET_OUT_OF_RANGE above it), or a follower following its leader's log start.
+        The offset is checkpointed at once; whole segments below it are deleted (never the active
+        one). Producer state is kept -- Kafka has kept a producer's state after its records are
+        gone since 2.4 (KAFKA-7190, KIP-360): it expires with producer.id.expiration.ms only, so
+        an idempotent producer whose records were all deleted continues its sequence. The last
+        stable offset never falls below the new start. True when the start moved."""
+        if offset > self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"Cannot increment the log start offset to {offset} of partition "
+                f"{os.path.basename(self.directory)} since it is larger than the high watermark "
+                f"{self.high_watermark}")
+        if offset <= self.log_start_offset:
+            return False
+        self._start = offset
+        self._write_start_checkpoint()
+        while len(self.segments) > 1 and self._bases[1] <= offset:
+            self.segments.pop(0).delete()
+            self._bases.pop(0)
+        self.leader_epoch_cache.truncate_from_start(offset)
+        return True
+
+    def _read_start_checkpoint(self) -> int:
+        try:
+            with open(os.path.join(self.directory, LOG_START_OFFSET_FILE), encoding="ascii") as f:
+                return int(f.read().strip() or 0)
+        except (FileNotFoundError, ValueError):
+            return 0
+
+    def _write_start_checkpoint(self) -> None:
+        replace_durably(os.path.join(self.directory, LOG_START_OFFSET_FILE), f"{self._start}\n")
 
     @property
     def log_end_offset(self) -> int:
@@ -147,7 +191,10 @@ class PartitionLog:
         """LSO: first offset of the oldest open transaction, else the high watermark."""
         first = self.producer_state.first_undecided_offset()
         hw = self.high_watermark
-        return hw if first is None or first > hw else first
+        if first is None or first > hw:
+            return hw
+        start = self.log_start_offset   # a transaction whose start was deleted: Kafka's LSO >= log start
+        return start if first < start else first
 
     @property
     def active_segment(self) -> LogSegment:
@@ -348,6 +395,9 @@ class PartitionLog:
         self._bases = [offset]
         self.segments[0].ensure_loaded()
         self._leo = offset
+        if self._start > offset:   # a checkpointed start past the new log would hide it
+            self._start = offset
+            self._write_start_checkpoint()
         self.producer_state.truncate_fully_and_start_at(offset)
         self.leader_epoch_cache.clear()
         if self._hw is not None:
@@ -424,11 +474,12 @@ class PartitionLog:
         (pass the HW for read_uncommitted, the LSO for read_committed). Reads one segment, as
         Kafka does. OFFSET_OUT_OF_RANGE outside [log start, log end]."""
         leo = self._leo
-        if fetch_offset < self._bases[0] or fetch_offset > leo:
+        start = self.log_start_offset
+        if fetch_offset < start or fetch_offset > leo:
             raise OffsetOutOfRangeError(
                 f"Received request for offset {fetch_offset} for partition "
                 f"{os.path.basename(self.directory)}, but we only have log segments in the "
-                f"range {self._bases[0]} to {leo}.")
+                f"range {start} to {leo}.")
         if fetch_offset == leo or (max_offset is not None and fetch_offset >= max_offset):
             return FetchDataInfo(b"", fetch_offset, fetch_offset, fetch_offset)
         first = self._segment_index(fetch_offset)

@@ -200,7 +200,7 @@ class ReplicaFetcher:
                                 part.index, self.leader_id, exc)
                     st.truncating = True
                     return False
-            part.update_follower_high_watermark(p.high_watermark)
+            part.update_follower_high_watermark(p.high_watermark, p.log_start_offset)
             return appended
         if err == Errors.OFFSET_OUT_OF_RANGE:
             if 0 <= plog.log_end_offset < p.log_start_offset:

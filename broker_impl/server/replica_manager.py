@@ -195,11 +195,12 @@ class ReplicaManager:
         host, port = self.endpoint(part.leader)
         return part.leader, part.leader_epoch, host, port
 
-    def record_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int) -> None:
+    def record_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int,
+                              log_start_offset: int = -1) -> None:
         """A follower's Fetch reached the leader: its log end offset, maybe an ISR proposal,
         maybe a higher HW (consumers in long poll are woken)."""
         hw = part.log.high_watermark
-        proposal = part.update_follower_fetch_state(replica_id, fetch_offset)
+        proposal = part.update_follower_fetch_state(replica_id, fetch_offset, log_start_offset=log_start_offset)
         if proposal is not None:
             self.broker.nursery.start_soon(self._alter_partition, part, proposal)
         if part.log.high_watermark != hw:

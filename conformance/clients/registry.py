@@ -174,6 +174,18 @@ def _java_release(name: str, release: str) -> ClientSpec:
         lambda: release)
 
 
+def _go_release(name: str, release: str) -> ClientSpec:
+    """``franz-go@VERSION`` / ``sarama@VERSION``: the Go driver built against that release
+    (go_build.build_for); the version reported is the release, which the build checked go.mod selects."""
+    client, release = go_build.release_of(name)
+    module = go_build.MODULES[client]
+    return ClientSpec(
+        name, f"{client} {release} (Go, {module}@v{release})",
+        lambda: go_build.command(client, release),
+        _built_availability(go_build.build_for(client, release), lambda: f"{client} {release}"),
+        lambda: release)
+
+
 def _python_release(client: str) -> Callable[[str, str], ClientSpec]:
     lib = python_build.LIBS[client]
 
@@ -194,6 +206,14 @@ VERSIONED: dict[str, VersionedForm] = {
     "java": VersionedForm(
         "kafka-clients VERSION from Maven Central (e.g. java@3.1.2), the java driver built against it on first use",
         _java_release, java_build.built_releases, lambda: CLIENTS["java"].availability()),
+    "franz-go": VersionedForm(
+        "github.com/twmb/franz-go vVERSION from the Go module proxy (e.g. franz-go@1.21.5), "
+        "the Go driver built against it on first use",
+        _go_release, functools.partial(go_build.built_releases, "franz-go"), lambda: CLIENTS["franz-go"].availability()),
+    "sarama": VersionedForm(
+        "github.com/IBM/sarama vVERSION from the Go module proxy (1.60.0 on, e.g. sarama@1.60.0), "
+        "the Go driver built against it on first use",
+        _go_release, functools.partial(go_build.built_releases, "sarama"), lambda: CLIENTS["sarama"].availability()),
     **{client: VersionedForm(
         f"{lib.dist} VERSION from PyPI (e.g. {client}@{lib.example}), installed on first use and run by the "
         f"{client} driver", _python_release(client), functools.partial(python_build.installed_releases, lib),

@@ -79,7 +79,9 @@ FEATURE_KEYS = frozenset(
 CONTROLLER_NODE_ID = 1000
 #: What kafka-storage format says when the release lacks a feature or a level of it (e.g. 3.9.1
 #: has no group.version, and only unstable transaction.version levels): the case cannot run there.
-UNSUPPORTED_FEATURE = re.compile(r"Unsupported feature: [^\n]*|No feature:\S+ with feature level \d+")
+UNSUPPORTED_FEATURE = re.compile(r"Unsupported feature: [^\n]*|No feature:\S+ with feature level \d+"
+                                 # a storage tool older than the option itself (3.0-3.x: no --feature)
+                                 r"|unrecognized arguments: '--(?:feature|release-version)'")
 STORAGE_TOOL = "kafka.tools.StorageTool"
 #: Broker configs that make a node's formatted directory more than meta.properties and the
 #: feature levels (another metadata directory; a dynamic quorum's voter set): such a node is
@@ -100,6 +102,10 @@ KRAFT_ONLY_DEFAULTS = ("broker.session.timeout.ms", "broker.heartbeat.interval.m
 #: ZooKeeper expires, and the controller moves its leaderships, within seconds (the ZooKeeper
 #: server's tickTime of 500 ms allows sessions from 1 s to 10 s).
 ZOOKEEPER_BROKER_DEFAULTS = {"zookeeper.session.timeout.ms": "3000", "zookeeper.connection.timeout.ms": "30000"}
+#: Kafka's standard authorizer as a case names it (KRaft), and what stands for it in ZooKeeper mode.
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+ZK_ACL_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
+ZK_SIMPLE_ACL_AUTHORIZER = "kafka.security.auth.SimpleAclAuthorizer"
 ZOOKEEPER_TICK_MS = 500
 #: The first release whose partition leaders verify transactional produces (KIP-890 part 1).
 FIRST_VERIFYING_RELEASE = (3, 6)
@@ -304,6 +310,9 @@ class ApacheKafkaTarget(LocalProcessTarget):
         self.controller_ports = dict(zip(voter_ids, ports[n:]))
         self.cluster_id = kafka_uuid()
 
+        if broker_configs.get("authorizer.class.name") == STANDARD_AUTHORIZER and version_tuple(self._version) < (3, 2):
+            raise NotApplicable(f"Kafka {self._version} in KRaft mode has no authorizer: the StandardAuthorizer "
+                                f"(KIP-801) came in 3.2.0 (apache-kafka@{self._version}-zk runs its ZooKeeper one)")
         features = {k: v for k, v in broker_configs.items() if k in FEATURE_KEYS}
         release = broker_configs.get("metadata.version")
         configs = default_broker_configs(n)
@@ -422,6 +431,11 @@ class ApacheKafkaTarget(LocalProcessTarget):
         configs = {k: v for k, v in default_broker_configs(n).items() if k not in KRAFT_ONLY_DEFAULTS}
         configs.update(ZOOKEEPER_BROKER_DEFAULTS)
         configs.update(broker_configs)
+        if configs.get("authorizer.class.name") == STANDARD_AUTHORIZER:
+            # Kafka's standard authorizer in ZooKeeper mode: ACLs kept in ZooKeeper (KIP-504's
+            # AclAuthorizer from 2.4, SimpleAclAuthorizer before), same semantics for a case's ACLs.
+            configs["authorizer.class.name"] = (ZK_ACL_AUTHORIZER if version_tuple(self._version) >= (2, 4)
+                                                else ZK_SIMPLE_ACL_AUTHORIZER)
         for i in broker_ids:
             d = self._node_dir(i)
             (d / "data").mkdir(parents=True, exist_ok=True)
@@ -577,8 +591,11 @@ class ApacheKafkaTarget(LocalProcessTarget):
                 failures.append(f"node {i} (exit {rc}): {text.strip()[-2000:]}")
         if failures:
             unsupported = UNSUPPORTED_FEATURE.search("\n".join(failures))
-            if unsupported and features:
-                raise NotApplicable(f"Kafka {self._version} cannot set the feature level(s) {features}: "
+            if unsupported and (features or release):
+                levels = dict(features)
+                if release:
+                    levels["metadata.version"] = release
+                raise NotApplicable(f"Kafka {self._version} cannot set the feature level(s) {levels}: "
                                     f"kafka-storage format says {unsupported.group(0)!r}")
             raise TargetStartError("kafka-storage format failed:\n" + "\n".join(failures))
 

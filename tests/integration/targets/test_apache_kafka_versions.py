@@ -31,3 +31,12 @@ def test_a_feature_level_the_release_lacks_is_not_applicable(start_target):
         start_target("apache-kafka@3.9.1", Topology(), {"transaction.version": "2"})
     with pytest.raises(NotApplicable, match="Unsupported feature: group.version"):
         start_target("apache-kafka@3.9.1", Topology(), {"group.version": "1"})
+
+
+def test_a_storage_tool_without_feature_levels_and_a_kraft_release_without_authorizer(start_target):
+    """3.0's kafka-storage has no --feature at all; KRaft before 3.2 has no StandardAuthorizer."""
+    with pytest.raises(NotApplicable, match=r"Kafka 3\.0\.2 cannot set.*unrecognized arguments: '--feature'"):
+        start_target("apache-kafka@3.0.2", Topology(), {"transaction.version": "1"})
+    with pytest.raises(NotApplicable, match=r"3\.0\.2 in KRaft mode has no authorizer"):
+        start_target("apache-kafka@3.0.2", Topology(),
+                     {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"})

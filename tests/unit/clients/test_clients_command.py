@@ -20,8 +20,11 @@ def test_clients_lists_every_registered_client_with_its_availability(capsys):
     versioned = dict(zip(forms, lines[len(CLIENTS):]))
     assert versioned["java@VERSION"].split()[1] == lines[list(CLIENTS).index("java")].split()[1]  # usable where java is
     assert "Maven Central" in versioned["java@VERSION"] and "ready here:" in versioned["java@VERSION"]
-    for client in ("confluent", "aiokafka", "kafka-python"):
-        assert "from PyPI" in versioned[f"{client}@VERSION"] and "ready here:" in versioned[f"{client}@VERSION"]
+    for client, source in (("franz-go", "Go module proxy"), ("sarama", "Go module proxy"), ("confluent", "from PyPI"),
+                           ("aiokafka", "from PyPI"), ("kafka-python", "from PyPI")):
+        assert source in versioned[f"{client}@VERSION"] and "ready here:" in versioned[f"{client}@VERSION"]
+    for client in ("franz-go", "sarama"):  # usable where its client is
+        assert versioned[f"{client}@VERSION"].split()[1] == lines[list(CLIENTS).index(client)].split()[1]
 
 
 def test_error_table_file_is_kafkas_table(tmp_path, monkeypatch):

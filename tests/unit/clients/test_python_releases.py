@@ -44,7 +44,7 @@ def test_one_table_holds_every_versioned_form():
     assert set(VERSIONED) >= {"java", "confluent", "aiokafka", "kafka-python"}
     assert set(VERSIONED_FORMS) == {f"{prefix}@VERSION" for prefix in VERSIONED}
     assert versioned_spec("java@3.1.2").version() == "3.1.2"
-    assert versioned_spec("sarama@1.0.0") is None and versioned_spec("confluent") is None
+    assert versioned_spec("kafkajs@2.2.4") is None and versioned_spec("confluent") is None
     with pytest.raises(ValueError, match="java@MAJOR.MINOR.PATCH"):
         versioned_spec("java@3.1")
     # A release is chosen by name, never listed or run by default.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -350,6 +351,10 @@ func (c Config) Apply(mappings map[string]func(string) error) error {
 	for _, key := range keys {
 		if v, ok := c.Take(key); ok {
 			if err := mappings[key](v); err != nil {
+				var unsupported *OpError // a setting this release of the library cannot do, as it said
+				if errors.As(err, &unsupported) && unsupported.Info.Name == "UNSUPPORTED_BY_CLIENT" {
+					return err
+				}
 				return Fail("INVALID_ARGUMENT", "config %s=%q: %v", key, v, err)
 			}
 		}

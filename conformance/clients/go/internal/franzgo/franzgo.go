@@ -549,9 +549,11 @@ func (d *Driver) SendOffsetsToTransaction(a driver.Args, dl driver.Deadline) (ma
 		}
 	}
 	d.offsetsAdded = true
-	topicIDs, err := d.topicIDs(ctx, p, offsets)
-	if err != nil {
-		return nil, err
+	var topicIDs map[string][16]byte
+	if txnOffsetCommitHasTopicIDs {
+		if topicIDs, err = d.topicIDs(ctx, p, offsets); err != nil {
+			return nil, err
+		}
 	}
 	req := kmsg.NewPtrTxnOffsetCommitRequest()
 	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = txnID, group, id, epoch
@@ -561,7 +563,8 @@ func (d *Driver) SendOffsetsToTransaction(a driver.Args, dl driver.Deadline) (ma
 		i, ok := byTopic[o.Topic]
 		if !ok {
 			t := kmsg.NewTxnOffsetCommitRequestTopic()
-			t.Topic, t.TopicID = o.Topic, topicIDs[o.Topic]
+			t.Topic = o.Topic
+			setTxnOffsetCommitTopicID(&t, topicIDs[o.Topic])
 			req.Topics = append(req.Topics, t)
 			i = len(req.Topics) - 1
 			byTopic[o.Topic] = i

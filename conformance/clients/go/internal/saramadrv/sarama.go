@@ -255,6 +255,10 @@ func (d *Driver) consumerConfig(cfg driver.Config) (*sarama.Config, []string, er
 		}
 		strategies := make([]sarama.BalanceStrategy, 0, len(names))
 		for _, name := range names {
+			if strategyNamed[name] == nil { // cooperative-sticky before Sarama 1.60.1 (sarama_cooperative.go)
+				return driver.Fail("UNSUPPORTED_BY_CLIENT", "partition.assignment.strategy %s: Sarama %s has no %s balance strategy (1.60.1+)",
+					name, Version(), name)
+			}
 			strategies = append(strategies, strategyNamed[name]())
 		}
 		conf.Consumer.Group.Rebalance.GroupStrategies = strategies
@@ -281,7 +285,7 @@ var strategyNamed = map[string]func() sarama.BalanceStrategy{
 	"range":              sarama.NewBalanceStrategyRange,
 	"roundrobin":         sarama.NewBalanceStrategyRoundRobin,
 	"sticky":             sarama.NewBalanceStrategySticky,
-	"cooperative-sticky": sarama.NewBalanceStrategyCooperativeSticky,
+	"cooperative-sticky": cooperativeSticky, // nil before Sarama 1.60.1
 }
 
 func validate(conf *sarama.Config, addrs []string) error {
