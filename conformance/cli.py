@@ -17,8 +17,7 @@ from broker_impl.cli import run_from_args
 from broker_impl.config import ConfigError, parse_sets
 from reports.cli import report, transcript
 
-from .clients import go_build, java_build
-from .clients.registry import VERSIONED_FORMS, availability
+from .clients.registry import VERSIONED, availability
 from .provenance import portable_path
 from .dsl import load_cases
 from .fuzz.cli import add_fuzz_parser
@@ -56,15 +55,10 @@ def _cmd_targets(args) -> int:
 
 def _cmd_clients(args) -> int:
     rows = availability()
-    ok, why = rows["java"]
-    built = java_build.built_releases()
-    rows["java@VERSION"] = (ok, f"{VERSIONED_FORMS['java@VERSION']}; built here: {', '.join(built) or 'none'}"
-                            if ok else why)
-    for client in go_build.MODULES:
-        ok, why = rows[client]
-        built = go_build.built_releases(client)
-        rows[f"{client}@VERSION"] = (ok, f"{VERSIONED_FORMS[f'{client}@VERSION']}; built here: "
-                                         f"{', '.join(built) or 'none'}" if ok else why)
+    for prefix, form in VERSIONED.items():
+        ok, why = form.available()
+        ready = form.ready()
+        rows[f"{prefix}@VERSION"] = (ok, f"{form.help}; ready here: {', '.join(ready) or 'none'}" if ok else why)
     width = max(len(name) for name in rows)
     for name, (ok, detail) in rows.items():
         print(f"{name:<{width}}  {'yes' if ok else 'no ':<3}  {detail}")

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cache
 import importlib.util
+import sysconfig
 from pathlib import Path
 
 #: Kafka's primitive field types, as spelled in the schemas.
@@ -203,11 +204,18 @@ def schema_dirs() -> list[Path]:
 
     The wheel's directory is found without importing kafka-python: its package
     imports its whole client (docs/measurements.md), which every broker start
-    would pay."""
+    would pay. The interpreter's own install comes first: a client driver may run an older
+    kafka-python release first on its PYTHONPATH (``kafka-python@2.2.15``), with fewer schemas
+    or none."""
+    found = [Path(p) / "kafka" for p in dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))]
     spec = importlib.util.find_spec("kafka")
-    if spec is None or not spec.submodule_search_locations:
+    if spec is not None and spec.submodule_search_locations:
+        found.append(Path(spec.submodule_search_locations[0]))
+    resources = [d / "protocol" / "schemas" / "resources" for d in found]
+    resources = [d for d in resources if (d / "RequestHeader.json").is_file()]
+    if not resources:
         raise ImportError("kafka-python is not installed: its wheel carries Kafka's JSON message schemas")
-    dirs = [Path(spec.submodule_search_locations[0]) / "protocol" / "schemas" / "resources"]
+    dirs = [resources[0]]
     own = Path(__file__).with_name("schemas")
     if own.is_dir():
         dirs.append(own)

@@ -14,9 +14,8 @@ import threading
 from typing import Any
 
 import confluent_kafka
-from confluent_kafka import (Consumer, IsolationLevel, KafkaError, KafkaException,
-                             Producer, TopicPartition)
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from conformance.clients.driver import (ASSIGNMENT_STRATEGY, POLL_STEP_S, BaseDriver, Deadline, OpError,
                                         ReportedError, assignor_names, enables_auto_commit, offset_spec,
@@ -85,6 +84,9 @@ class ConfluentDriver(BaseDriver):
     client_name = "confluent"
     UNSUPPORTED = {"describe_transactions":
                    f"confluent-kafka {confluent_kafka.__version__} AdminClient has no DescribeTransactions"}
+    # An older release (confluent@VERSION) lacks what came later: AdminClient.list_offsets came with 2.3.0.
+    if not hasattr(AdminClient, "list_offsets"):
+        UNSUPPORTED["list_offsets"] = f"confluent-kafka {confluent_kafka.__version__} AdminClient has no list_offsets (2.3.0+)"
 
     def __init__(self) -> None:
         super().__init__()
@@ -332,6 +334,8 @@ class ConfluentDriver(BaseDriver):
 
     # -- admin -------------------------------------------------------------------------------------
     def op_list_offsets(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
+        from confluent_kafka import IsolationLevel
+        from confluent_kafka.admin import OffsetSpec
         spec = offset_spec(args, earliest=OffsetSpec.earliest(), latest=OffsetSpec.latest(), at=OffsetSpec.for_timestamp)
         level = IsolationLevel.READ_COMMITTED if read_committed(args) else IsolationLevel.READ_UNCOMMITTED
         request = {tp(p): spec for p in args["partitions"]}

@@ -17,10 +17,7 @@ from typing import Any
 
 import kafka
 import kafka.errors as Errors
-from kafka import (ConsumerRebalanceListener, IsolationLevel, KafkaAdminClient, KafkaConsumer, KafkaProducer,
-                   TopicPartition)
-from kafka.admin import OffsetSpec
-from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+from kafka import ConsumerRebalanceListener, KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
@@ -36,14 +33,16 @@ from conformance.clients.protocol import decode_bytes as _payload
 # kafka-python exception class (by name, most specific first) -> normalised name, for errors that are
 # not BrokerResponseErrors (those carry Kafka's code in `errno`).
 LOCAL_CLASS_NAMES: list[tuple[type[BaseException], str]] = [
-    (Errors.KafkaTimeoutError, "REQUEST_TIMED_OUT"),
-    (Errors.IllegalStateError, "ILLEGAL_STATE"),
-    (Errors.IllegalArgumentError, "INVALID_ARGUMENT"),
-    (Errors.KafkaConfigurationError, "INVALID_ARGUMENT"),
-    (Errors.TransactionAbortedError, "TRANSACTION_ABORTED"),
-    (Errors.CommitFailedError, "COMMIT_FAILED"),
-    (Errors.KafkaConnectionError, "NETWORK_EXCEPTION"),
-    (Errors.NodeNotReadyError, "NETWORK_EXCEPTION"),
+    (getattr(Errors, cls), name) for cls, name in (
+        ("KafkaTimeoutError", "REQUEST_TIMED_OUT"),
+        ("IllegalStateError", "ILLEGAL_STATE"),
+        ("IllegalArgumentError", "INVALID_ARGUMENT"),
+        ("KafkaConfigurationError", "INVALID_ARGUMENT"),
+        ("TransactionAbortedError", "TRANSACTION_ABORTED"),   # 3.0+ (kafka-python@VERSION may lack it)
+        ("CommitFailedError", "COMMIT_FAILED"),
+        ("KafkaConnectionError", "NETWORK_EXCEPTION"),
+        ("NodeNotReadyError", "NETWORK_EXCEPTION"))
+    if hasattr(Errors, cls)] + [
     (AssertionError, "INVALID_ARGUMENT"),  # kafka-python asserts on unknown config keys
     (TypeError, "INVALID_ARGUMENT"),
     (ValueError, "INVALID_ARGUMENT"),
@@ -53,8 +52,12 @@ LOCAL_CLASS_NAMES: list[tuple[type[BaseException], str]] = [
 #: Java's protocol names -> kafka-python's assignors of that name (``name``). kafka-python's
 #: cooperative-sticky speaks only the COOPERATIVE protocol, so a list mixing it with an eager one is
 #: refused by kafka-python itself (Java's falls back to EAGER).
-ASSIGNORS = {a.name: a for a in (RangePartitionAssignor, RoundRobinPartitionAssignor, StickyPartitionAssignor,
-                                 CooperativeStickyAssignor)}
+ASSIGNORS = {a.name: a for a in (RangePartitionAssignor, RoundRobinPartitionAssignor, StickyPartitionAssignor)}
+try:  # 3.0+; an older release (kafka-python@2.2.15) has no cooperative assignor
+    from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+    ASSIGNORS[CooperativeStickyAssignor.name] = CooperativeStickyAssignor
+except ImportError:
+    pass
 
 
 def consumer_kwargs(config: dict[str, Any]) -> dict[str, Any]:
@@ -129,6 +132,11 @@ class RevocationListener(ConsumerRebalanceListener):
 
 class KafkaPythonDriver(BaseDriver):
     client_name = "kafka-python"
+    # An older release (kafka-python@VERSION) lacks what came later (both came with 3.0).
+    UNSUPPORTED = {op: f"kafka-python {kafka.__version__}'s KafkaAdminClient has no {method}"
+                   for op, method in (("describe_transactions", "describe_transactions"),
+                                      ("list_offsets", "list_partition_offsets"))
+                   if not hasattr(KafkaAdminClient, method)}
 
     def __init__(self) -> None:
         super().__init__()
@@ -192,7 +200,9 @@ class KafkaPythonDriver(BaseDriver):
               **(consumer_kwargs if consumer else python_kwargs)(args.get("config") or {})}
         # kafka-python's constructors block until they reach a broker (bootstrap_timeout_ms, 30 s by
         # default); unless the case set it, that wait gets the op's deadline like every other call.
-        kw.setdefault("bootstrap_timeout_ms", max(1, min(30_000, deadline.remaining_ms())))
+        # (3.0+: an older release has no such setting and refuses it.)
+        if "bootstrap_timeout_ms" in KafkaProducer.DEFAULT_CONFIG:
+            kw.setdefault("bootstrap_timeout_ms", max(1, min(30_000, deadline.remaining_ms())))
         return kw
 
     def _client_kwargs(self, args: dict[str, Any], deadline: Deadline, consumer: bool = False) -> dict[str, Any]:
@@ -374,6 +384,8 @@ class KafkaPythonDriver(BaseDriver):
         return {"transactions": out}
 
     def op_list_offsets(self, args: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
+        from kafka import IsolationLevel
+        from kafka.admin import OffsetSpec
         spec = offset_spec(args, earliest=OffsetSpec.EARLIEST, latest=OffsetSpec.LATEST, at=int)
         level = IsolationLevel.READ_COMMITTED if read_committed(args) else IsolationLevel.READ_UNCOMMITTED
         result = self._admin(deadline).list_partition_offsets(

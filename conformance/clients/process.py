@@ -91,10 +91,13 @@ class ClientProcess:
         if self._proc is not None:
             raise RuntimeError("already started")
         command = self._command
+        first: list[str] = []
         if command is None:
-            command = CLIENTS[self.client].command()
+            spec = CLIENTS[self.client]
+            command = spec.command()
+            first = spec.pythonpath()   # a Python library at a chosen release (python_build)
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (*first, str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
         env["PYTHONUNBUFFERED"] = "1"
         env.pop(security.ENV, None)
         env.update(security.current().to_env())   # the run's security: every driver (protocol.py)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from conformance.buildcache import Build
-from conformance.clients import go_build, java_build, kafkajs_build
+from conformance.clients import go_build, java_build, kafkajs_build, python_build
 
 
 #: The consumer-group features a client may have (ClientSpec.features), each verified for the
@@ -68,6 +68,9 @@ class ClientSpec:
     #: What the client really supports among GROUP_FEATURES (measured, see there); read without
     #: starting a driver, e.g. by a workload generator choosing which clients share a group.
     features: frozenset[str] = frozenset()
+    #: Directories the driver's PYTHONPATH starts with (a Python client's library at a chosen
+    #: release); called when the driver starts.
+    pythonpath: Callable[[], list[str]] = lambda: []
 
     def command(self) -> list[str]:
         """argv of the driver (the Java entry builds the driver on first use)."""
@@ -124,12 +127,12 @@ _ALL_GROUP = frozenset({"range_assignor", "cooperative_rebalance", "static_membe
 _EOS_GROUP = _ALL_GROUP | {"eos_rebalance"}
 
 class _Clients(dict):
-    """CLIENTS: the fixed clients by name, and besides them every ``java@VERSION`` (the Java driver
-    built against that kafka-clients release, java_build.release_of), made on first lookup.
+    """CLIENTS: the fixed clients by name, and besides them every ``<client>@VERSION`` of the
+    VERSIONED table (java@3.1.2, confluent@2.3.0, ...), made on first lookup.
 
-    ``name in CLIENTS`` and ``CLIENTS[name]`` accept the versioned form; iterating, ``len`` and
+    ``name in CLIENTS`` and ``CLIENTS[name]`` accept the versioned forms; iterating, ``len`` and
     availability() see the fixed clients only (a release is chosen by name, never run by default),
-    and `kconform clients` adds a row for the form (VERSIONED_FORMS)."""
+    and `kconform clients` adds a row per form (VERSIONED_FORMS)."""
 
     def __missing__(self, name: str) -> ClientSpec:
         spec = _versioned(name)
@@ -147,51 +150,95 @@ class _Clients(dict):
             return default
 
 
-@functools.lru_cache(maxsize=None)
-def _versioned(name: str) -> ClientSpec | None:
-    """The ClientSpec of ``java@VERSION``, ``franz-go@VERSION`` or ``sarama@VERSION``; None for any
-    other name (a malformed release included)."""
-    try:
-        go_release = go_build.release_of(name)
-        release = java_build.release_of(name)
-    except ValueError:
-        return None
-    if go_release is not None:
-        return _go_versioned(name, *go_release)
-    if release is None:
-        return None
+@dataclass(frozen=True)
+class VersionedForm:
+    """A client at a release of its library, chosen by name: ``<prefix>@VERSION``."""
+
+    #: What the form means, for listings and error messages.
+    help: str
+    #: (name, release) -> the ClientSpec of that release; ValueError when `release` is no release number.
+    spec: Callable[[str, str], ClientSpec]
+    #: The releases ready on this machine (built or installed), for listings.
+    ready: Callable[[], list[str]]
+    #: (usable, reason): whether releases can be made here at all (the build's or install's tools).
+    available: Callable[[], tuple[bool, str]]
+
+
+def _java_release(name: str, release: str) -> ClientSpec:
+    release = java_build.release_of(name)
     build = java_build.build_for(release)
     return ClientSpec(
         name, f"Apache Kafka's Java client at kafka-clients {release} (org.apache.kafka:kafka-clients:{release})",
         lambda: java_build.java_command(release=release),
         _built_availability(build, lambda: f"kafka-clients {release}"),
-        lambda: release,
-        # Not measured per release (GROUP_FEATURES are verified for `java` only): none claimed.
-        features=frozenset())
+        lambda: release)
 
 
-def _go_versioned(name: str, client: str, release: str) -> ClientSpec:
+def _go_release(name: str, release: str) -> ClientSpec:
     """``franz-go@VERSION`` / ``sarama@VERSION``: the Go driver built against that release
     (go_build.build_for); the version reported is the release, which the build checked go.mod selects."""
+    client, release = go_build.release_of(name)
     module = go_build.MODULES[client]
     return ClientSpec(
         name, f"{client} {release} (Go, {module}@v{release})",
         lambda: go_build.command(client, release),
         _built_availability(go_build.build_for(client, release), lambda: f"{client} {release}"),
-        lambda: release,
-        # Not measured per release (GROUP_FEATURES are verified for the pinned client only): none claimed.
-        features=frozenset())
+        lambda: release)
 
 
-#: The forms of client names CLIENTS accepts besides its keys, with what they mean (for listings
-#: and error messages).
-VERSIONED_FORMS = {
-    "java@VERSION": "kafka-clients VERSION from Maven Central (e.g. java@3.1.2), the java driver built against it on first use",
-    "franz-go@VERSION": "github.com/twmb/franz-go vVERSION from the Go module proxy (e.g. franz-go@1.21.5), "
-                        "the Go driver built against it on first use",
-    "sarama@VERSION": "github.com/IBM/sarama vVERSION from the Go module proxy (1.60.0 on, e.g. sarama@1.60.0), "
-                      "the Go driver built against it on first use",
+def _python_release(client: str) -> Callable[[str, str], ClientSpec]:
+    lib = python_build.LIBS[client]
+
+    def spec(name: str, release: str) -> ClientSpec:
+        python_build.check_release(lib, release)
+        return ClientSpec(
+            name, f"{CLIENTS[client].description} at {lib.dist} {release} from PyPI",
+            lambda: python_build.command(lib, release),
+            lambda: python_build.availability(lib, release),
+            lambda: python_build.client_version(lib, release),
+            pythonpath=lambda: python_build.pythonpath(lib, release))
+    return spec
+
+
+#: The versioned forms, by the client-name prefix before "@". A release's spec claims no
+#: GROUP_FEATURES: those are measured for the fixed clients only.
+VERSIONED: dict[str, VersionedForm] = {
+    "java": VersionedForm(
+        "kafka-clients VERSION from Maven Central (e.g. java@3.1.2), the java driver built against it on first use",
+        _java_release, java_build.built_releases, lambda: CLIENTS["java"].availability()),
+    "franz-go": VersionedForm(
+        "github.com/twmb/franz-go vVERSION from the Go module proxy (e.g. franz-go@1.21.5), "
+        "the Go driver built against it on first use",
+        _go_release, functools.partial(go_build.built_releases, "franz-go"), lambda: CLIENTS["franz-go"].availability()),
+    "sarama": VersionedForm(
+        "github.com/IBM/sarama vVERSION from the Go module proxy (1.60.0 on, e.g. sarama@1.60.0), "
+        "the Go driver built against it on first use",
+        _go_release, functools.partial(go_build.built_releases, "sarama"), lambda: CLIENTS["sarama"].availability()),
+    **{client: VersionedForm(
+        f"{lib.dist} VERSION from PyPI (e.g. {client}@{lib.example}), installed on first use and run by the "
+        f"{client} driver", _python_release(client), functools.partial(python_build.installed_releases, lib),
+        python_build.pip_available)
+       for client, lib in python_build.LIBS.items()},
 }
+
+#: "java@VERSION" -> what it means, for listings and error messages.
+VERSIONED_FORMS = {f"{prefix}@VERSION": form.help for prefix, form in VERSIONED.items()}
+
+
+def versioned_spec(name: str) -> ClientSpec | None:
+    """The ClientSpec of ``<client>@VERSION``; None for a name of no versioned form. ValueError
+    (saying what is expected) for a known prefix followed by something that is no release."""
+    prefix, at, release = name.partition("@")
+    form = VERSIONED.get(prefix) if at else None
+    return None if form is None else form.spec(name, release)
+
+
+@functools.lru_cache(maxsize=None)
+def _versioned(name: str) -> ClientSpec | None:
+    try:
+        return versioned_spec(name)
+    except ValueError:
+        return None
 
 
 CLIENTS: dict[str, ClientSpec] = _Clients({

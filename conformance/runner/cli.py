@@ -25,7 +25,7 @@ from pathlib import Path
 
 from .. import baseline as baselines_
 from .. import security
-from ..clients.registry import CLIENTS, VERSIONED_FORMS
+from ..clients.registry import CLIENTS, VERSIONED_FORMS, versioned_spec
 from ..dsl import CaseError, load_cases
 from ..provenance import command_line
 from ..targets import resolve_target_names, target_class
@@ -107,6 +107,11 @@ def invalid_targets_or_clients(targets: list[str], clients: list[str]) -> str | 
             target_class(t)
         except KeyError as exc:
             return exc.args[0]
+    for c in clients:
+        try:
+            versioned_spec(c)
+        except ValueError as exc:   # a known client at something that is no release
+            return str(exc)
     unknown = [c for c in clients if c not in CLIENTS]
     if unknown:
         return f"unknown client(s) {unknown}; known: {sorted(CLIENTS)} and {', '.join(VERSIONED_FORMS)}"

@@ -6,20 +6,25 @@ import json
 
 from conformance.cli import main
 from conformance.clients.errors import KAFKA_ERRORS, error_table_file
-from conformance.clients.registry import CLIENTS
+from conformance.clients.registry import CLIENTS, VERSIONED
 
 
 def test_clients_lists_every_registered_client_with_its_availability(capsys):
     assert main(["clients"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in lines] == [*CLIENTS, "java@VERSION", "franz-go@VERSION", "sarama@VERSION"]
+    forms = [f"{prefix}@VERSION" for prefix in VERSIONED]
+    assert [line.split()[0] for line in lines] == [*CLIENTS, *forms]
     for line, (name, spec) in zip(lines, CLIENTS.items()):
         ok, detail = spec.availability()
         assert line.split()[1] == ("yes" if ok else "no") and line.rstrip().endswith(detail)
-    for line, (client, source) in zip(lines[len(CLIENTS):], [("java", "Maven Central"), ("franz-go", "Go module proxy"),
-                                                             ("sarama", "Go module proxy")]):
-        assert line.split()[1] == lines[list(CLIENTS).index(client)].split()[1]  # usable where its client is
-        assert source in line and "built here:" in line
+    versioned = dict(zip(forms, lines[len(CLIENTS):]))
+    assert versioned["java@VERSION"].split()[1] == lines[list(CLIENTS).index("java")].split()[1]  # usable where java is
+    assert "Maven Central" in versioned["java@VERSION"] and "ready here:" in versioned["java@VERSION"]
+    for client, source in (("franz-go", "Go module proxy"), ("sarama", "Go module proxy"), ("confluent", "from PyPI"),
+                           ("aiokafka", "from PyPI"), ("kafka-python", "from PyPI")):
+        assert source in versioned[f"{client}@VERSION"] and "ready here:" in versioned[f"{client}@VERSION"]
+    for client in ("franz-go", "sarama"):  # usable where its client is
+        assert versioned[f"{client}@VERSION"].split()[1] == lines[list(CLIENTS).index(client)].split()[1]
 
 
 def test_error_table_file_is_kafkas_table(tmp_path, monkeypatch):
