@@ -122,6 +122,9 @@ def not_applicable(case: Case, name: str, proxy_mode: str, target: Target | None
         essential = target.unappliable_configs(_behaviour_configs(case))
         if essential:
             return f"target {name!r} cannot apply the broker configs {essential}"
+        topic_reason = target.topic_configs_reason(case.topology.topics)
+        if topic_reason:
+            return topic_reason
         lacking = sorted(case.needed_capabilities() - set(target.capabilities) - {"multi_node"})
         return f"target {name!r} lacks {', '.join(lacking)}" if lacking else None
     cls = target_class(name)

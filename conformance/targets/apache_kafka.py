@@ -102,6 +102,9 @@ KRAFT_ONLY_DEFAULTS = ("broker.session.timeout.ms", "broker.heartbeat.interval.m
 #: ZooKeeper expires, and the controller moves its leaderships, within seconds (the ZooKeeper
 #: server's tickTime of 500 ms allows sessions from 1 s to 10 s).
 ZOOKEEPER_BROKER_DEFAULTS = {"zookeeper.session.timeout.ms": "3000", "zookeeper.connection.timeout.ms": "30000"}
+#: The first release whose KRaft controller acts on unclean.leader.election.enable (in ZooKeeper mode
+#: the controller always did): before it an out-of-sync replica is never made leader automatically.
+FIRST_KRAFT_UNCLEAN_RELEASE = (3, 9)
 #: Kafka's standard authorizer as a case names it (KRaft), and what stands for it in ZooKeeper mode.
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 ZK_ACL_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
@@ -375,6 +378,17 @@ class ApacheKafkaTarget(LocalProcessTarget):
             proc.start()
         for i in node_props:
             self._wait_listening(i)
+
+    def topic_configs_reason(self, topics) -> str | None:
+        """KRaft controllers before 3.9 ignore unclean.leader.election.enable (ZooKeeper mode's did not)."""
+        if self.metadata_mode == "zookeeper" or version_tuple(self._version) >= FIRST_KRAFT_UNCLEAN_RELEASE:
+            return None
+        if any(str(t.configs.get("unclean.leader.election.enable")).lower() == "true" for t in topics) \
+                or str(self.broker_configs.get("unclean.leader.election.enable")).lower() == "true":
+            return (f"Kafka {self._version}'s KRaft controller never elects an unclean leader by itself "
+                    f"(KAFKA-12670, from 3.9.0; measured: 3.8.1 waits, 3.9.1 elects); the case sets "
+                    f"unclean.leader.election.enable")
+        return None
 
     def _discover_capabilities(self) -> None:
         super()._discover_capabilities()

@@ -140,6 +140,11 @@ class Target(abc.ABC):
     #: records them on each row of that client as its known difference (cases/README.md).
     client_differences: ClassVar[dict[str, str]] = {}
 
+    def topic_configs_reason(self, topics) -> str | None:
+        """Why this started target cannot honour the topic configs of `topics` (TopicSpecs) as the
+        case means them; None when it can (most targets: CreateTopics applies them)."""
+        return None
+
     def unappliable_configs(self, configs: dict[str, str]) -> dict[str, str]:
         """The broker configs of `configs` this started target could not apply (it ignores them):
         all of them where it takes none, else the ones it said at start it does not know

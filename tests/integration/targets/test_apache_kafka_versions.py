@@ -40,3 +40,11 @@ def test_a_storage_tool_without_feature_levels_and_a_kraft_release_without_autho
     with pytest.raises(NotApplicable, match=r"3\.0\.2 in KRaft mode has no authorizer"):
         start_target("apache-kafka@3.0.2", Topology(),
                      {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"})
+
+
+def test_unclean_leader_election_before_3_9_in_kraft_is_not_applicable(start_target):
+    from conformance.targets.topology import TopicSpec
+    unclean = [TopicSpec("t", 1, 1, {"unclean.leader.election.enable": "true"})]
+    target, _ = start_target("apache-kafka@3.8.1", Topology())
+    assert "3.8.1's KRaft controller never elects an unclean leader" in target.topic_configs_reason(unclean)
+    assert target.topic_configs_reason([TopicSpec("t", 1, 1)]) is None
