@@ -24,6 +24,7 @@ from pathlib import Path
 
 from conformance.results import Verdict
 from conformance.targets.kafka_releases import metadata_mode
+from conformance.targets.maven import DEFAULT_KAFKA_VERSION
 
 from .matrix import one_line, shorten
 from .matrix_page import run_command, shards_note
@@ -50,7 +51,10 @@ def release_of(row: dict) -> str | None:
     base, _, version = row["target"].partition("@")
     if base != KAFKA:
         return None
-    return version or row.get("target_version") or "default"
+    started = row.get("target_version")
+    # A row not applicable before its target started has no version ("unknown"): plain
+    # apache-kafka is the default release.
+    return version or (started if started and started != "unknown" else DEFAULT_KAFKA_VERSION)
 
 
 @dataclass

@@ -44,3 +44,13 @@ def test_the_shards_of_a_release_sweep_are_one_run_and_find_the_fix(tmp_path):
     assert str(tmp_path) not in page
     bug = next(line for line in page.splitlines() if line.startswith("| [KAFKA-12671]"))
     assert "| 3.6.2 | ❌ fail | ✅ pass |" in bug, bug
+
+
+def test_a_row_of_the_default_release_that_never_started_counts_under_that_release():
+    from reports.history import release_of
+    from conformance.targets.maven import DEFAULT_KAFKA_VERSION
+    not_started = {"target": "apache-kafka", "target_version": "unknown"}
+    assert release_of(not_started) == DEFAULT_KAFKA_VERSION
+    assert release_of({"target": "apache-kafka", "target_version": "4.3.1"}) == "4.3.1"
+    assert release_of({"target": "apache-kafka@3.6.2", "target_version": "unknown"}) == "3.6.2"
+    assert release_of({"target": "embedded", "target_version": "0.1"}) is None
