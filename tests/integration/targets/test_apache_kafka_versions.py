@@ -48,3 +48,9 @@ def test_unclean_leader_election_before_3_9_in_kraft_is_not_applicable(start_tar
     target, _ = start_target("apache-kafka@3.8.1", Topology())
     assert "3.8.1's KRaft controller never elects an unclean leader" in target.topic_configs_reason(unclean)
     assert target.topic_configs_reason([TopicSpec("t", 1, 1)]) is None
+
+
+def test_a_config_younger_than_the_release_is_unapplied(start_target):
+    target, _ = start_target("apache-kafka@3.3.2", Topology(), {"producer.id.expiration.ms": "4000"})
+    assert target.unappliable_configs({"producer.id.expiration.ms": "4000", "transaction.max.timeout.ms": "1"}) \
+        == {"producer.id.expiration.ms": "4000"}
