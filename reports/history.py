@@ -224,15 +224,19 @@ def _client_bugs_section(h: History) -> list[str]:
     out = ["## Published client bugs x client releases", "",
            "Client bugs run with the client at several releases (`java@VERSION`, `confluent@VERSION`, ...); each "
            "cell is the verdict on the release named at the top of the column.", ""]
-    clients = [c for c in h.clients if any((case, col, c) in h.cells for case in cases for col in h.columns)]
-    cols = [(col, c) for c in clients for col in h.columns
-            if any((case, col, c) in h.cells for case in cases)]
+    def runs_with(case: str, client: str) -> bool:
+        # a client bug runs with its client and that client's releases; other rows are n/a by rule
+        return client.split("@", 1)[0] == h.regressions[case]["component"]
+
+    cols = [(col, c) for c in h.clients for col in h.columns
+            if any((case, col, c) in h.cells and runs_with(case, c) for case in cases)]
     out += ["| bug | what goes wrong | published affected -> fixed | " + " | ".join(
         f"{_client_label(h, c)} on {col}" for col, c in cols) + " |", "|---|---|---|" + "---|" * len(cols)]
     for case in cases:
         reg = h.regressions[case]
         out.append(f"| {reg['key']} ({reg['component']}) | {_md(reg['summary'])} | {_md(reg['affected'])} -> "
-                   f"{_md(reg['fixed'] or 'none')} | " + " | ".join(_cell(h, case, col, c) for col, c in cols) + " |")
+                   f"{_md(reg['fixed'] or 'none')} | " + " | ".join(
+                       _cell(h, case, col, c) if runs_with(case, c) else "" for col, c in cols) + " |")
     return out + [""]
 
 

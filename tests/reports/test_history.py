@@ -54,3 +54,17 @@ def test_a_row_of_the_default_release_that_never_started_counts_under_that_relea
     assert release_of({"target": "apache-kafka", "target_version": "4.3.1"}) == "4.3.1"
     assert release_of({"target": "apache-kafka@3.6.2", "target_version": "unknown"}) == "3.6.2"
     assert release_of({"target": "embedded", "target_version": "0.1"}) is None
+
+
+def test_the_client_bug_table_has_only_the_bugs_own_clients(tmp_path):
+    bug = {"key": "KAFKA-9279", "component": "java", "affected": "<= 3.1.2", "fixed": "3.2.0", "summary": "s"}
+    rows = [dict(_row("regressions/KAFKA-9279", "apache-kafka@4.3.1", "not_applicable"), client="confluent"),
+            dict(_row("regressions/KAFKA-9279", "apache-kafka@4.3.1", "fail"), client="java@3.1.0",
+                 client_version="3.1.0"),
+            dict(_row("regressions/KAFKA-9279", "apache-kafka@4.3.1", "pass"), client="java", client_version="4.4.0")]
+    page = render(build([_shard(tmp_path, 1, rows)], lambda case: bug))
+    header = next(line for line in page.splitlines() if line.startswith("| bug | what goes wrong | published"
+                                                                          " affected -> fixed | java"))
+    assert "confluent" not in header and "java@3.1.0 3.1.0 on 4.3.1" in header, header
+    row = next(line for line in page.splitlines() if line.startswith("| KAFKA-9279 (java)"))
+    assert row.endswith("| ❌ fail | ✅ pass |"), row
