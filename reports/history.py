@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from conformance.dsl.model import client_of
 from conformance.results import Verdict
 from conformance.targets.kafka_releases import metadata_mode
 from conformance.targets.maven import DEFAULT_KAFKA_VERSION
@@ -226,7 +227,7 @@ def _client_bugs_section(h: History) -> list[str]:
            "cell is the verdict on the release named at the top of the column.", ""]
     def runs_with(case: str, client: str) -> bool:
         # a client bug runs with its client and that client's releases; other rows are n/a by rule
-        return client.split("@", 1)[0] == h.regressions[case]["component"]
+        return client_of(client) == h.regressions[case]["component"]
 
     cols = [(col, c) for c in h.clients for col in h.columns
             if any((case, col, c) in h.cells and runs_with(case, c) for case in cases)]

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 
+from ..protocol.errors import Errors
 from ..protocol.messages import API, Api
 
 
@@ -48,7 +49,6 @@ def partition_or_error(topic, index: int, authorized: bool):
     per-partition prologue of the partition APIs -- the topic ACL first
     (TOPIC_AUTHORIZATION_FAILED), then existence (UNKNOWN_TOPIC_OR_PARTITION), as KafkaApis
     checks them."""
-    from ..protocol.errors import Errors
     if not authorized:
         return None, Errors.TOPIC_AUTHORIZATION_FAILED
     if topic is None or not 0 <= index < len(topic.partitions):
@@ -67,4 +67,5 @@ def load_all() -> dict[int, Handler]:
 
 #: Every handler module, one per API family.
 MODULES = ("acls", "api_versions", "cluster", "configs", "consumer_groups", "delete_records", "fetch",
-           "find_coordinator", "groups", "init_producer_id", "list_offsets", "metadata", "offsets", "produce", "sasl", "topics", "transactions")
+           "find_coordinator", "groups", "init_producer_id", "list_offsets", "metadata", "offsets", "produce",
+           "sasl", "topics", "transactions")
