@@ -106,9 +106,15 @@ ZOOKEEPER_BROKER_DEFAULTS = {"zookeeper.session.timeout.ms": "3000", "zookeeper.
 #: Measured: idempotence/producer_expiry_* fail on 3.3.2 (producer state never expires) and pass
 #: on 3.4.1 (KIP-854 separated producer.id.expiration.ms from transactional.id.expiration.ms).
 CONFIG_SINCE = {"producer.id.expiration.ms": (3, 4), "producer.id.expiration.check.interval.ms": (3, 4)}
-#: The first release whose KRaft controller acts on unclean.leader.election.enable (in ZooKeeper mode
-#: the controller always did): before it an out-of-sync replica is never made leader automatically.
+#: The first release whose KRaft controller acts on unclean.leader.election.enable (KAFKA-12670; in
+#: ZooKeeper mode the controller always did): before it an out-of-sync replica is never made leader
+#: automatically, whether the config is the broker's or the topic's.
 FIRST_KRAFT_UNCLEAN_RELEASE = (3, 9)
+UNCLEAN = "unclean.leader.election.enable"
+#: The first KRaft release with an authorizer (StandardAuthorizer, KIP-801), and the first release
+#: whose ZooKeeper-mode authorizer is AclAuthorizer (SimpleAclAuthorizer before).
+FIRST_KRAFT_AUTHORIZER_RELEASE = (3, 2)
+FIRST_ACL_AUTHORIZER_RELEASE = (2, 4)
 #: Kafka's standard authorizer as a case names it (KRaft), and what stands for it in ZooKeeper mode.
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 ZK_ACL_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
@@ -301,8 +307,11 @@ class ApacheKafkaTarget(LocalProcessTarget):
     def _launch(self, topology: Topology, broker_configs: dict[str, str], workdir: Path) -> None:
         # A broker config younger than the release is accepted and silently ignored (nothing is
         # logged): name it, so a case that needs it is not applicable rather than failing.
+        ver = version_tuple(self._version)
         self.unapplied_configs = {k: v for k, v in broker_configs.items()
-                                  if k in CONFIG_SINCE and version_tuple(self._version) < CONFIG_SINCE[k]}
+                                  if k in CONFIG_SINCE and ver < CONFIG_SINCE[k]}
+        if self.metadata_mode != "zookeeper" and ver < FIRST_KRAFT_UNCLEAN_RELEASE and UNCLEAN in broker_configs:
+            self.unapplied_configs[UNCLEAN] = broker_configs[UNCLEAN]
         t0 = time.monotonic()
         self.lib = resolve_kafka(self._version)
         self.timings["resolve"] = round(time.monotonic() - t0, 3)
@@ -321,7 +330,7 @@ class ApacheKafkaTarget(LocalProcessTarget):
         self.controller_ports = dict(zip(voter_ids, ports[n:]))
         self.cluster_id = kafka_uuid()
 
-        if broker_configs.get("authorizer.class.name") == STANDARD_AUTHORIZER and version_tuple(self._version) < (3, 2):
+        if broker_configs.get("authorizer.class.name") == STANDARD_AUTHORIZER and ver < FIRST_KRAFT_AUTHORIZER_RELEASE:
             raise NotApplicable(f"Kafka {self._version} in KRaft mode has no authorizer: the StandardAuthorizer "
                                 f"(KIP-801) came in 3.2.0 (apache-kafka@{self._version}-zk runs its ZooKeeper one)")
         features = {k: v for k, v in broker_configs.items() if k in FEATURE_KEYS}
@@ -388,14 +397,14 @@ class ApacheKafkaTarget(LocalProcessTarget):
             self._wait_listening(i)
 
     def topic_configs_reason(self, topics) -> str | None:
-        """KRaft controllers before 3.9 ignore unclean.leader.election.enable (ZooKeeper mode's did not)."""
+        """KRaft controllers before 3.9 ignore a topic's unclean.leader.election.enable, as they do
+        the broker's (unapplied_configs)."""
         if self.metadata_mode == "zookeeper" or version_tuple(self._version) >= FIRST_KRAFT_UNCLEAN_RELEASE:
             return None
-        if any(str(t.configs.get("unclean.leader.election.enable")).lower() == "true" for t in topics) \
-                or str(self.broker_configs.get("unclean.leader.election.enable")).lower() == "true":
+        if any(str(t.configs.get(UNCLEAN)).lower() == "true" for t in topics):
             return (f"Kafka {self._version}'s KRaft controller never elects an unclean leader by itself "
-                    f"(KAFKA-12670, from 3.9.0; measured: 3.8.1 waits, 3.9.1 elects); the case sets "
-                    f"unclean.leader.election.enable")
+                    f"(KAFKA-12670, from 3.9.0; measured: 3.8.1 waits, 3.9.1 elects); "
+                    f"the case's topics set {UNCLEAN}")
         return None
 
     def _discover_capabilities(self) -> None:
@@ -456,7 +465,8 @@ class ApacheKafkaTarget(LocalProcessTarget):
         if configs.get("authorizer.class.name") == STANDARD_AUTHORIZER:
             # Kafka's standard authorizer in ZooKeeper mode: ACLs kept in ZooKeeper (KIP-504's
             # AclAuthorizer from 2.4, SimpleAclAuthorizer before), same semantics for a case's ACLs.
-            configs["authorizer.class.name"] = (ZK_ACL_AUTHORIZER if version_tuple(self._version) >= (2, 4)
+            ver = version_tuple(self._version)
+            configs["authorizer.class.name"] = (ZK_ACL_AUTHORIZER if ver >= FIRST_ACL_AUTHORIZER_RELEASE
                                                 else ZK_SIMPLE_ACL_AUTHORIZER)
         for i in broker_ids:
             d = self._node_dir(i)

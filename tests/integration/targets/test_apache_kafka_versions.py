@@ -48,6 +48,10 @@ def test_unclean_leader_election_before_3_9_in_kraft_is_not_applicable(start_tar
     target, _ = start_target("apache-kafka@3.8.1", Topology())
     assert "3.8.1's KRaft controller never elects an unclean leader" in target.topic_configs_reason(unclean)
     assert target.topic_configs_reason([TopicSpec("t", 1, 1)]) is None
+    target.stop()
+    target, _ = start_target("apache-kafka@3.8.1", Topology(), {"unclean.leader.election.enable": "true"})
+    assert target.unappliable_configs({"unclean.leader.election.enable": "true"}) == \
+        {"unclean.leader.election.enable": "true"}
 
 
 def test_a_config_younger_than_the_release_is_unapplied(start_target):
