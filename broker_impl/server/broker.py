@@ -80,7 +80,8 @@ class Broker:
         self.authorizer = StandardAuthorizer.from_config(config, self.data_dir, self.is_cluster)
         self.replica_manager = ReplicaManager(self)
         self.topics = TopicRegistry(self.data_dir, lambda d, c: _open_partition_log(d, c, config),
-                                    self.replica_manager.new_partition, creates_topics=not self.is_cluster)
+                                    self.replica_manager.new_partition, creates_topics=not self.is_cluster,
+                                    log_config=config.log_config)
         self._appended = trio.Event()
         self._hooks_closed: list = []
         self.nursery: trio.Nursery | None = None
