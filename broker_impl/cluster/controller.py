@@ -267,7 +267,7 @@ class QuorumController:
         if not self.has_quorum(now):
             raise KafkaError(Errors.REQUEST_TIMED_OUT, "The controller has no quorum.")
         topic = self.image.topics.get(name)
-        configs = alter_topic_configs(self.config, topic.configs if topic else {}, ops, replace)
+        configs = alter_topic_configs(self.config, name, topic.configs if topic else {}, ops, replace)
         if topic is None:   # the existence check follows the validation, as Kafka's
             raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
         if not validate_only and configs != topic.configs:

@@ -8,6 +8,7 @@ state or raise KafkaError with Kafka's error and message; the caller applies and
 from __future__ import annotations
 
 from ..protocol.errors import Errors, KafkaError
+from .topics import validate_topic_name
 
 # IncrementalAlterConfigs' OpType
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -171,11 +172,15 @@ def topic_default(config, name: str) -> str | None:
     return config.values.get(bkey, fallback) if bkey else fallback
 
 
-def alter_topic_configs(config, current: dict[str, str], ops: list[tuple[str, int, str | None]] | None,
+def alter_topic_configs(config, name: str, current: dict[str, str], ops: list[tuple[str, int, str | None]] | None,
                         replace: dict[str, str] | None) -> dict[str, str]:
-    """A topic's own configs after IncrementalAlterConfigs (``ops``) or AlterConfigs (``replace``:
-    the whole new set, as the legacy API means it), validated; raises KafkaError."""
+    """Topic ``name``'s own configs after IncrementalAlterConfigs (``ops``) or AlterConfigs
+    (``replace``: the whole new set, as the legacy API means it), validated
+    (ControllerConfigurationValidator: the name first, then LogConfig); raises KafkaError."""
     from ..handlers.configs import TOPIC_DEFAULTS
+    if not name:
+        raise KafkaError(Errors.INVALID_REQUEST, "Default topic resources are not allowed.")
+    validate_topic_name(name)
     if replace is not None:
         validate_topic_configs(replace, TOPIC_DEFAULTS)
         return dict(replace)

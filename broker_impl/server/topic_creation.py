@@ -131,7 +131,7 @@ class TopicCreator:
             return await self._ask("alter_configs", name=name, ops=ops, replace=replace, validate_only=validate_only)
         try:
             topic = b.topics.get(name)
-            configs = alter_topic_configs(b.config, topic.configs if topic else {}, ops, replace)
+            configs = alter_topic_configs(b.config, name, topic.configs if topic else {}, ops, replace)
             if topic is None:
                 raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
             if not validate_only and configs != topic.configs:
