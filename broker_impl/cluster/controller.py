@@ -43,7 +43,7 @@ from ..config import BrokerConfig
 from ..protocol.errors import Errors, KafkaError
 from .durable_file import replace_durably
 from .metadata_image import NO_LEADER, BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
-from .topic_admin import alter_topic_configs, new_partition_replicas
+from .topic_admin import alter_broker_defaults, alter_topic_configs, new_partition_replicas
 from .topics import validate_topic_name
 
 log = logging.getLogger("kconform.controller")
@@ -63,6 +63,9 @@ class QuorumController:
         self.image = MetadataImage()
         if self._file.exists():
             self.image = MetadataImage.from_dict(json.loads(self._file.read_text()))
+        #: the controller's static configs, under the cluster-wide dynamic ones of the image
+        self.static_configs = dict(config.values)
+        config.values.update(self.image.broker_defaults)
         #: broker id -> (monotonic) time of its last registration or heartbeat
         self.last_contact: dict[int, float] = {}
         self.listeners: list[Callable[[MetadataImage], None]] = []
@@ -274,6 +277,20 @@ class QuorumController:
             topic.configs = configs
             self._commit(f"alter configs of {name}")
         return configs
+
+    def alter_broker_defaults(self, ops: list[tuple[str, int, str | None]], validate_only: bool = False,
+                              now: float = 0.0) -> dict[str, str]:
+        """IncrementalAlterConfigs on the BROKER resource "": the new cluster-wide defaults,
+        committed (every broker applies them from the image) unless ``validate_only``."""
+        if not self.has_quorum(now):
+            raise KafkaError(Errors.REQUEST_TIMED_OUT, "The controller has no quorum.")
+        new = alter_broker_defaults(self.static_configs, self.image.broker_defaults, ops)
+        if not validate_only and new != self.image.broker_defaults:
+            self.image.broker_defaults = new
+            self.config.values.clear()
+            self.config.values.update(self.static_configs, **new)   # unclean.leader.election.enable
+            self._commit("alter the cluster-wide broker configs")
+        return new
 
     # ================================================================== AlterPartition
     def alter_partition(self, broker_id: int, broker_epoch: int, topic_name: str, index: int, leader_epoch: int,

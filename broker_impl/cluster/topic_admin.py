@@ -145,7 +145,7 @@ def _parse(ctype: int, value: str):
     return v
 
 
-def validate_topic_configs(configs: dict[str, str], known: dict[str, tuple]) -> None:
+def validate_topic_configs(configs: dict[str, str], known: dict[str, tuple], validators=None) -> None:
     """LogConfig.validate: every name a topic config of ``known`` (name -> (broker key,
     default, Kafka type)), every value of its type and range; INVALID_CONFIG otherwise."""
     for name in configs:
@@ -158,7 +158,7 @@ def validate_topic_configs(configs: dict[str, str], known: dict[str, tuple]) -> 
         except ValueError:
             raise KafkaError(Errors.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: "
                                                     f"{_PARSE_ERRORS[ctype]}") from None
-        check = VALIDATORS.get(name)
+        check = (VALIDATORS if validators is None else validators).get(name)
         why = check(parsed) if check else None
         if why:
             raise KafkaError(Errors.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: {why}")
@@ -188,7 +188,7 @@ def alter_topic_configs(config, name: str, current: dict[str, str], ops: list[tu
 
 
 def incremental_alter(current: dict[str, str], ops: list[tuple[str, int, str | None]], known: dict[str, tuple],
-                      default_of) -> dict[str, str]:
+                      default_of, validators=None) -> dict[str, str]:
     """ConfigurationControlManager.incrementalAlterConfigResource on a topic's own configs:
     the new configs after ``ops`` (name, operation, value), validated. ``default_of(name)`` is
     what APPEND / SUBTRACT start from when the topic has no value of its own."""
@@ -214,5 +214,33 @@ def incremental_alter(current: dict[str, str], ops: list[tuple[str, int, str | N
             new[name] = ",".join(parts)
         else:
             raise KafkaError(Errors.INVALID_REQUEST, f"Unknown alter configs operation {op}")
-    validate_topic_configs(new, known)
+    validate_topic_configs(new, known, validators)
     return new
+
+
+# ====================================================================== cluster-wide broker defaults
+def broker_default_keys() -> dict[str, str]:
+    """The broker configs this broker changes at run time: those that supply a topic config's
+    default (Kafka's DynamicLogConfig), broker key -> topic config name."""
+    from ..handlers.configs import TOPIC_DEFAULTS
+    return {bkey: name for name, (bkey, _fallback, _ctype) in TOPIC_DEFAULTS.items() if bkey}
+
+
+def alter_broker_defaults(static: dict[str, str], current: dict[str, str],
+                          ops: list[tuple[str, int, str | None]]) -> dict[str, str]:
+    """The cluster-wide dynamic broker configs (the BROKER resource "") after ``ops``: only the
+    defaults of topic configs, validated as the topic configs are; a bad value is
+    INVALID_REQUEST, as Kafka's ConfigAdminManager answers it (KAFKA-13609)."""
+    from ..handlers.configs import TOPIC_DEFAULTS
+    keys = broker_default_keys()
+    other = [name for name, _op, _value in ops if name not in keys]
+    if other:
+        raise KafkaError(Errors.INVALID_REQUEST,
+                         f"The embedded broker does not change these configs at run time: {', '.join(other)} "
+                         "(only the broker defaults of topic configs)")
+    known = {bkey: (bkey, None, TOPIC_DEFAULTS[name][2]) for bkey, name in keys.items()}
+    validators = {bkey: VALIDATORS[name] for bkey, name in keys.items() if name in VALIDATORS}
+    try:
+        return incremental_alter(current, ops, known, static.get, validators)
+    except KafkaError as exc:
+        raise KafkaError(Errors.INVALID_REQUEST, exc.message) from None

@@ -16,9 +16,14 @@ name, a value not of the config's type or range), then the topic's existence
 (the logs' LogConfig, the partitions' min.insync.replicas), and DescribeConfigs shows the new
 value with source DYNAMIC_TOPIC_CONFIG.
 
-BROKER resources: the embedded broker reads its configs once at start and changes none of them
-at run time, so it refuses every broker config change (INVALID_REQUEST, saying so) rather than
-answer NONE for a change it would not apply; Kafka applies the dynamic ones.
+BROKER resources: the cluster-wide dynamic broker configs (the resource named "", KIP-226) that
+supply topic configs' defaults (message.max.bytes, log.retention.ms, min.insync.replicas,
+log.cleanup.policy, ...: topic_admin.broker_default_keys) are changed through the controller and
+reach every open log without a value of its own at once; DescribeConfigs shows them as
+DYNAMIC_DEFAULT_BROKER_CONFIG. A bad value is INVALID_REQUEST, as Kafka answers it. Every other
+broker config, and per-broker ones (the resource named by a node id), are refused with
+INVALID_REQUEST saying so, rather than answered NONE for a change this broker would not apply;
+Kafka applies many more of them (thread pools, listeners, quotas...).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from . import handles
 from .configs import BROKER, TOPIC
-from ..cluster.topic_admin import DELETE
+from ..cluster.topic_admin import DELETE, SET
 from ..protocol.errors import Errors, KafkaError
 from ..cluster.authorizer import AclOperation as Op, ResourceType as ResType, allowed, allowed_cluster
 
@@ -64,13 +69,17 @@ def _preprocess(broker: Broker, ctx, resources, incremental: bool) -> dict[int, 
         elif r.resource_type == BROKER or (incremental and r.resource_type == BROKER_LOGGER):
             if not allowed_cluster(broker, ctx, Op.ALTER_CONFIGS):
                 out[i] = KafkaError(Errors.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+            elif r.resource_type == BROKER_LOGGER:
+                out[i] = KafkaError(Errors.INVALID_REQUEST, "The embedded broker has no loggers to configure.")
+            elif r.resource_name and not r.resource_name.isdigit():
+                out[i] = KafkaError(Errors.INVALID_REQUEST, f"Node id must be an integer, but it is: {r.resource_name}")
             elif r.resource_name not in ("", str(broker.node_id)):
                 out[i] = KafkaError(Errors.INVALID_REQUEST, f"Unexpected broker id, expected {broker.node_id}, "
                                                             f"but received {r.resource_name}")
-            else:
+            elif r.resource_name:
                 out[i] = KafkaError(Errors.INVALID_REQUEST,
-                                    "The embedded broker does not change broker configs dynamically: "
-                                    + ", ".join(names))
+                                    "The embedded broker takes no per-broker dynamic configs, only cluster-wide "
+                                    "ones (the BROKER resource \"\"): " + ", ".join(names))
         else:
             out[i] = KafkaError(Errors.INVALID_REQUEST, f"Unknown resource type {r.resource_type}")
     return out
@@ -83,7 +92,15 @@ async def _alter(broker: Broker, ctx, req, incremental: bool):
     out = []
     for i, r in enumerate(req.resources):
         err = errors.get(i)
-        if err is None:
+        if err is None and r.resource_type == BROKER:
+            if incremental:
+                ops = [(c.name, c.config_operation, c.value) for c in r.configs]
+            else:   # the legacy API replaces the whole set
+                ops = [(c.name, SET, c.value) for c in r.configs]
+                ops += [(k, DELETE, None) for k in broker.dynamic_configs if k not in {c.name for c in r.configs}]
+            done = await broker.topic_creator.alter_broker_defaults(ops, req.validate_only)
+            err = KafkaError(done.error, done.message)
+        elif err is None:
             if incremental:
                 ops = [(c.name, c.config_operation, c.value) for c in r.configs]
                 done = await broker.topic_creator.alter_configs(r.resource_name, ops, None, req.validate_only)

@@ -74,8 +74,8 @@ def topic_configs(broker: Broker, own: dict[str, str]) -> list[tuple[str, str, i
             out.append((name, own[name], DYNAMIC_TOPIC_CONFIG, ctype))
         else:
             value = broker.config.values.get(bkey, fallback) if bkey else fallback
-            out.append((name, value, DYNAMIC_DEFAULT_BROKER_CONFIG if name in CLUSTER_DEFAULTS else DEFAULT_CONFIG,
-                        ctype))
+            dynamic = name in CLUSTER_DEFAULTS or bkey in broker.dynamic_configs
+            out.append((name, value, DYNAMIC_DEFAULT_BROKER_CONFIG if dynamic else DEFAULT_CONFIG, ctype))
     return out
 
 
@@ -112,8 +112,8 @@ async def handle_describe_configs(broker: Broker, ctx, req):
             if res.resource_name not in ("", str(broker.node_id)):
                 err, msg = Errors.INVALID_REQUEST, f"Unexpected broker id, expected {broker.node_id}"
             else:
-                entries = [(k, v, STATIC_BROKER_CONFIG, 0) for k, v in sorted(broker.config.values.items())
-                           if not k.startswith("kconform.")]
+                entries = [(k, v, DYNAMIC_DEFAULT_BROKER_CONFIG if k in broker.dynamic_configs else STATIC_BROKER_CONFIG,
+                            0) for k, v in sorted(broker.config.values.items()) if not k.startswith("kconform.")]
         else:
             err, msg = Errors.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}"
         keys = res.configuration_keys  # null or empty: every config (Kafka's ConfigHelper)

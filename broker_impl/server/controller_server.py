@@ -136,6 +136,9 @@ class ControllerServer:
             elif op == "alter_configs":
                 reply.update(self._admin(lambda: {"configs": c.alter_topic_configs(
                     msg["name"], msg.get("ops"), msg.get("replace"), msg.get("validate_only", False), now)}))
+            elif op == "alter_broker_defaults":
+                reply.update(self._admin(lambda: {"configs": c.alter_broker_defaults(
+                    [tuple(o) for o in msg["ops"]], msg.get("validate_only", False), now)}))
             elif op == "alter_partition":
                 err, reg = c.alter_partition(msg["broker_id"], msg["broker_epoch"], msg["topic"], msg["partition"],
                                              msg["leader_epoch"], msg["partition_epoch"], msg["isr"], now)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from ..cluster.topic_admin import alter_topic_configs, new_partition_replicas
+from ..cluster.topic_admin import alter_broker_defaults, alter_topic_configs, new_partition_replicas
 from ..cluster.topics import validate_topic_name
 from ..coordinators.group_store import OFFSETS_TOPIC
 from ..coordinators.transaction_log import TRANSACTION_STATE_TOPIC
@@ -138,6 +138,20 @@ class TopicCreator:
                 b.topics.set_configs(name, configs)
         except KafkaError as exc:
             return TopicResult(exc.error, exc.message)
+        return TopicResult(Errors.NONE)
+
+    async def alter_broker_defaults(self, ops: list[tuple[str, int, str | None]],
+                                    validate_only: bool = False) -> TopicResult:
+        """IncrementalAlterConfigs on the BROKER resource "" (the cluster-wide defaults)."""
+        b = self.broker
+        if b.is_cluster:
+            return await self._ask("alter_broker_defaults", ops=ops, validate_only=validate_only)
+        try:
+            new = alter_broker_defaults(b.static_configs, b.dynamic_configs, ops)
+        except KafkaError as exc:
+            return TopicResult(exc.error, exc.message)
+        if not validate_only and new != b.dynamic_configs:
+            b.save_dynamic_configs(new)
         return TopicResult(Errors.NONE)
 
     async def _ask(self, op: str, **fields) -> TopicResult:

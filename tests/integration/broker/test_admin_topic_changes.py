@@ -1,8 +1,8 @@
 """CreatePartitions and IncrementalAlterConfigs / AlterConfigs on the embedded broker through
 confluent-kafka's AdminClient, on one node and on a 3-node cluster (the controller decides, every
 broker applies): new partitions are led, replicated and written to; a topic config change is
-described as DYNAMIC_TOPIC_CONFIG and takes effect on the next append. Real processes and
-sockets."""
+described as DYNAMIC_TOPIC_CONFIG and takes effect on the next append; a cluster-wide dynamic
+broker default does too, and survives a restart. Real processes and sockets."""
 
 from __future__ import annotations
 
@@ -13,7 +13,10 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
                                    NewPartitions)
 
+from broker_impl.protocol.messages import API
 from conformance.targets.topology import TopicSpec
+
+from .rawclient import RawConnection
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -122,3 +125,29 @@ def test_three_nodes_new_partitions_are_replicated_and_configs_reach_every_broke
             break
         time.sleep(0.5)
     assert err is not None and err.code() == KafkaError.NOT_ENOUGH_REPLICAS
+
+
+def test_one_node_cluster_wide_broker_default_applies_at_once_and_survives_a_restart(start):
+    target, bootstrap = start(1, [TopicSpec("t", 1, 1)])
+    api = API["IncrementalAlterConfigs"]   # the resource "" is one confluent's AdminClient will not send
+    R = api.Request.AlterConfigsResource
+    with RawConnection(bootstrap) as conn:
+        resp = conn.request("IncrementalAlterConfigs", 1, api.Request(validate_only=False, resources=[R(
+            resource_type=4, resource_name="",
+            configs=[R.AlterableConfig(name="message.max.bytes", config_operation=0, value="100")])]))
+    assert [r.error_code for r in resp.responses] == [0]
+    entry = _describe(bootstrap, "t", "max.message.bytes")
+    assert (entry.value, entry.source) == ("100", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+    err, _msg = _produce(bootstrap, "t", 0, b"y" * 500, **{"compression.type": "none"})
+    assert err is not None and err.code() == KafkaError.MSG_SIZE_TOO_LARGE
+    target.restart(target.node_ids()[0])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            entry = _describe(bootstrap, "t", "max.message.bytes")
+            break
+        except KafkaException:
+            time.sleep(0.5)
+    assert (entry.value, entry.source) == ("100", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+    err, _msg = _produce(bootstrap, "t", 0, b"y" * 500, **{"compression.type": "none"})
+    assert err is not None and err.code() == KafkaError.MSG_SIZE_TOO_LARGE

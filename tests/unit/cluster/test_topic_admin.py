@@ -1,12 +1,14 @@
 """CreatePartitions and (Incremental)AlterConfigs as the controller decides them
 (broker_impl.cluster.topic_admin, QuorumController.create_partitions / alter_topic_configs):
 placement over the alive brokers, Kafka's refusals with its messages, the config operations and
-LogConfig's validation, and that a validate-only request changes nothing."""
+LogConfig's validation, the cluster-wide dynamic broker defaults, and that a validate-only
+request changes nothing."""
 
 from __future__ import annotations
 
 import pytest
 
+from broker_impl.cluster.controller import QuorumController
 from broker_impl.cluster.topic_admin import APPEND, DELETE, SET, SUBTRACT, alter_topic_configs, new_partition_replicas
 from broker_impl.config import BrokerConfig
 from broker_impl.protocol.errors import Errors, KafkaError
@@ -93,3 +95,20 @@ def test_controller_commits_a_config_change_once_and_checks_existence_after_vali
     assert _refused(c.alter_topic_configs, "nope", [("x.y", SET, "1")], None)[0] == Errors.INVALID_CONFIG
     assert _refused(c.alter_topic_configs, "nope", [("retention.ms", SET, "1")], None) == (
         Errors.UNKNOWN_TOPIC_OR_PARTITION, "The topic 'nope' does not exist.")
+
+
+def test_cluster_wide_broker_defaults_only_for_topic_config_defaults(tmp_path):
+    c = _cluster(tmp_path, **{"message.max.bytes": "5000"})
+    offset = c.image.offset
+    assert c.alter_broker_defaults([("log.retention.ms", SET, "1000")], validate_only=True) == {"log.retention.ms": "1000"}
+    assert c.image.broker_defaults == {} and c.image.offset == offset
+    c.alter_broker_defaults([("log.retention.ms", SET, "1000"), ("unclean.leader.election.enable", SET, "true")])
+    assert c.image.broker_defaults == {"log.retention.ms": "1000", "unclean.leader.election.enable": "true"}
+    assert c.image.offset == offset + 1
+    assert c.config.str("unclean.leader.election.enable") == "true"      # the controller's elections follow it
+    c.alter_broker_defaults([("log.retention.ms", DELETE, None), ("unclean.leader.election.enable", DELETE, None)])
+    assert c.image.broker_defaults == {} and c.config.str("message.max.bytes") == "5000"
+    assert _refused(c.alter_broker_defaults, [("message.max.bytes", SET, "abc")]) == (
+        Errors.INVALID_REQUEST, "Invalid value abc for configuration message.max.bytes: Not a number of type INT")
+    assert _refused(c.alter_broker_defaults, [("num.io.threads", SET, "4")])[0] == Errors.INVALID_REQUEST
+    assert QuorumController(c.config, tmp_path / "ctl").image.broker_defaults == {}   # durable with the image
