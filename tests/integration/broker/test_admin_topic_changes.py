@@ -127,7 +127,7 @@ def test_three_nodes_new_partitions_are_replicated_and_configs_reach_every_broke
     assert err is not None and err.code() == KafkaError.NOT_ENOUGH_REPLICAS
 
 
-def test_one_node_cluster_wide_broker_default_applies_at_once_and_survives_a_restart(start):
+def test_one_node_broker_default_and_new_partitions_survive_a_restart(start):
     target, bootstrap = start(1, [TopicSpec("t", 1, 1)])
     api = API["IncrementalAlterConfigs"]   # the resource "" is one confluent's AdminClient will not send
     R = api.Request.AlterConfigsResource
@@ -140,6 +140,7 @@ def test_one_node_cluster_wide_broker_default_applies_at_once_and_survives_a_res
     assert (entry.value, entry.source) == ("100", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
     err, _msg = _produce(bootstrap, "t", 0, b"y" * 500, **{"compression.type": "none"})
     assert err is not None and err.code() == KafkaError.MSG_SIZE_TOO_LARGE
+    _grow(bootstrap, "t", 2)
     target.restart(target.node_ids()[0])
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -151,3 +152,4 @@ def test_one_node_cluster_wide_broker_default_applies_at_once_and_survives_a_res
     assert (entry.value, entry.source) == ("100", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
     err, _msg = _produce(bootstrap, "t", 0, b"y" * 500, **{"compression.type": "none"})
     assert err is not None and err.code() == KafkaError.MSG_SIZE_TOO_LARGE
+    assert sorted(_partitions(bootstrap, "t", 2)) == [0, 1]   # the grown topic after the restart
