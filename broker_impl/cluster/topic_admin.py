@@ -82,9 +82,13 @@ def _at_least(lo):
 def _between(lo, hi):
     def check(v):
         if v < lo:
-            return f"Value must be no less than {lo}"
+            return f"Value must be at least {lo}"
         return None if v <= hi else f"Value must be no more than {hi}"
     return check
+
+
+def _gzip_level(v):
+    return None if v == -1 or 1 <= v <= 9 else "Value must be between 1 and 9 or equal to -1"
 
 
 def _one_of(*choices):
@@ -104,6 +108,12 @@ def _list_of(*choices):
 VALIDATORS = {
     "cleanup.policy": _list_of("compact", "delete"),
     "compression.type": _one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+    "compression.gzip.level": _gzip_level,
+    "compression.lz4.level": _between(1, 17),
+    "compression.zstd.level": _between(-131072, 22),
+    "local.retention.bytes": _at_least(-2),
+    "local.retention.ms": _at_least(-2),
+    "segment.bytes": _at_least(1048576),
     "delete.retention.ms": _at_least(0),
     "file.delete.delay.ms": _at_least(0),
     "flush.messages": _at_least(1),
@@ -162,6 +172,11 @@ def validate_topic_configs(configs: dict[str, str], known: dict[str, tuple], val
         why = check(parsed) if check else None
         if why:
             raise KafkaError(Errors.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: {why}")
+    lag = {n: int(configs[n]) for n in ("min.compaction.lag.ms", "max.compaction.lag.ms") if n in configs}
+    if validators is None and len(lag) == 2 and lag["min.compaction.lag.ms"] > lag["max.compaction.lag.ms"]:
+        raise KafkaError(Errors.INVALID_CONFIG,   # LogConfig.validateValues
+                         f"conflict topic config setting min.compaction.lag.ms ({lag['min.compaction.lag.ms']}) > "
+                         f"max.compaction.lag.ms ({lag['max.compaction.lag.ms']})")
 
 
 def topic_default(config, name: str) -> str | None:

@@ -77,6 +77,18 @@ def test_config_operations_and_their_validation():
                                           "Expected value to be either true or false"),
         ([("min.cleanable.dirty.ratio", SET, "1.5")], "Invalid value 1.5 for configuration "
                                                       "min.cleanable.dirty.ratio: Value must be no more than 1"),
+        # measured on Kafka 4.3.1
+        ([("segment.bytes", SET, "100")], "Invalid value 100 for configuration segment.bytes: "
+                                          "Value must be at least 1048576"),
+        ([("compression.gzip.level", SET, "10")], "Invalid value 10 for configuration compression.gzip.level: "
+                                                  "Value must be between 1 and 9 or equal to -1"),
+        ([("local.retention.ms", SET, "-3")], "Invalid value -3 for configuration local.retention.ms: "
+                                              "Value must be at least -2"),
+        ([("compression.lz4.level", SET, "0")], "Invalid value 0 for configuration compression.lz4.level: "
+                                                "Value must be at least 1"),
+        ([("min.compaction.lag.ms", SET, "100"), ("max.compaction.lag.ms", SET, "50")],
+         "conflict topic config setting min.compaction.lag.ms (100) > max.compaction.lag.ms (50)"),
+        ([("message.downconversion.enable", SET, "true")], "Unknown topic config name: message.downconversion.enable"),
     ]:
         assert _refused(alter_topic_configs, cfg, "t", {}, ops, None) == (Errors.INVALID_CONFIG, message)
     assert _refused(alter_topic_configs, cfg, "", {}, [], None) == (
