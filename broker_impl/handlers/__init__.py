@@ -67,5 +67,5 @@ def load_all() -> dict[int, Handler]:
 
 #: Every handler module, one per API family.
 MODULES = ("acls", "api_versions", "cluster", "configs", "consumer_groups", "delete_records", "fetch",
-           "find_coordinator", "groups", "init_producer_id", "list_offsets", "metadata", "offsets", "produce",
-           "sasl", "topics", "transactions")
+           "find_coordinator", "groups", "init_producer_id", "list_offsets", "log_dirs", "metadata", "offsets",
+           "produce", "sasl", "topics", "transactions")
