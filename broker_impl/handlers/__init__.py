@@ -66,6 +66,6 @@ def load_all() -> dict[int, Handler]:
 
 
 #: Every handler module, one per API family.
-MODULES = ("acls", "api_versions", "cluster", "configs", "consumer_groups", "delete_records", "fetch",
+MODULES = ("acls", "api_versions", "cluster", "configs", "consumer_groups", "delete_records", "elect_leaders", "fetch",
            "find_coordinator", "groups", "init_producer_id", "list_offsets", "log_dirs", "metadata", "offsets",
            "produce", "sasl", "topics", "transactions")
