@@ -332,3 +332,67 @@ class QuorumController:
         self.image.next_producer_id += PRODUCER_ID_BLOCK_SIZE
         self._commit(f"producer ids {first}.. to broker {broker_id}")
         return Errors.NONE, first, PRODUCER_ID_BLOCK_SIZE
+
+    # ================================================================== ElectLeaders
+    def elect_leaders(self, preferred: bool, wanted: list[tuple[str, list[int]]] | None,
+                      now: float = 0.0) -> list[tuple[str, list[tuple[int, Errors, str | None]]]]:
+        """ElectLeaders (ReplicationControlManager.electLeaders): per topic, per partition
+        (error, message). ``wanted`` None: every partition of every topic, leaving out those
+        answered ELECTION_NOT_NEEDED (each topic is listed, with an empty list if need be).
+        Raises KafkaError(REQUEST_TIMED_OUT) without a quorum."""
+        if not self.has_quorum(now):
+            raise KafkaError(Errors.REQUEST_TIMED_OUT, "The controller has no quorum.")
+        out = []
+        changed = False
+        if wanted is None:
+            for name, topic in self.image.topics.items():
+                results = []
+                for index in range(len(topic.partitions)):
+                    err, message = self._elect_one(name, index, preferred)
+                    changed |= err == Errors.NONE
+                    if err != Errors.ELECTION_NOT_NEEDED:
+                        results.append((index, err, message))
+                out.append((name, results))
+        else:
+            for name, indexes in wanted:
+                results = []
+                for index in indexes:
+                    err, message = self._elect_one(name, index, preferred)
+                    changed |= err == Errors.NONE
+                    results.append((index, err, message))
+                out.append((name, results))
+        if changed:
+            self._commit(f"{'preferred' if preferred else 'unclean'} leader election")
+        return out
+
+    def _elect_one(self, name: str, index: int, preferred: bool) -> tuple[Errors, str | None]:
+        """ReplicationControlManager.electLeader for one partition: a preferred election makes the
+        first replica leader if it is in the ISR and alive; an unclean one elects a leaderless
+        partition's first alive ISR member, else its first alive replica (which becomes the ISR),
+        whatever ``unclean.leader.election.enable`` says. Messages as Kafka's ApiError gives them
+        (the error's default message; None for NONE)."""
+        topic = self.image.topics.get(name)
+        if topic is None:
+            return Errors.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {name}"
+        if not 0 <= index < len(topic.partitions):
+            return Errors.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {name}-{index}"
+        part = topic.partitions[index]
+        if (part.leader == part.replicas[0]) if preferred else (part.leader != NO_LEADER):
+            return Errors.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
+        new = part.copy()
+        if preferred:
+            target = part.replicas[0]
+            if target not in part.isr or not self._acceptable(target, None):
+                return Errors.PREFERRED_LEADER_NOT_AVAILABLE, "The preferred leader was not available."
+        else:
+            target = next((r for r in part.replicas if r in part.isr and self._acceptable(r, None)), NO_LEADER)
+            if target == NO_LEADER:
+                target = next((r for r in part.replicas if self._acceptable(r, None)), NO_LEADER)
+                if target == NO_LEADER:
+                    return Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE, "Eligible topic partition leaders are not available."
+                log.info("unclean election asked for: %s-%d leader %d (ISR was %s)", name, index, target, part.isr)
+                new.isr = [target]
+        new.leader = target
+        new.leader_epoch += 1
+        self._apply(topic, index, new)
+        return Errors.NONE, None

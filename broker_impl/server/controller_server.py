@@ -143,6 +143,8 @@ class ControllerServer:
                 err, reg = c.alter_partition(msg["broker_id"], msg["broker_epoch"], msg["topic"], msg["partition"],
                                              msg["leader_epoch"], msg["partition_epoch"], msg["isr"], now)
                 reply.update(error=int(err), partition=None if reg is None else reg.__dict__)
+            elif op == "elect_leaders":
+                reply.update(self._elect_leaders(msg["preferred"], msg["topics"], now))
             elif op == "allocate_producer_ids":
                 err, first, size = c.allocate_producer_ids(msg["broker_id"], msg["broker_epoch"], now)
                 reply.update(error=int(err), first=first, size=size)
@@ -170,6 +172,14 @@ class ControllerServer:
             return {"error": 0, "message": None, **(decide() or {})}
         except KafkaError as exc:
             return {"error": int(exc.error), "message": exc.message}
+
+    def _elect_leaders(self, preferred: bool, topics: list | None, now: float) -> dict:
+        try:
+            results = self.controller.elect_leaders(preferred, None if topics is None else [tuple(t) for t in topics],
+                                                    now)
+        except KafkaError as exc:
+            return {"error": int(exc.error), "message": exc.message}
+        return {"error": 0, "results": [[name, [[i, int(err), m] for i, err, m in parts]] for name, parts in results]}
 
     def _delete(self, name: str, now: float) -> dict:
         out = {"name": name, "error": 0, "message": None}

@@ -52,6 +52,12 @@ WIRE_MASKS: tuple[Mask, ...] = (
                                    "transaction marker is the wall-clock time it was written; -1 vs a time is kept"),
     Mask("log_append_time_ms", "time", "Produce: the broker's wall-clock time of the append when the topic uses "
                                        "LogAppendTime; -1 (CreateTime) vs a time is kept"),
+    Mask("log_dir", "text", "DescribeLogDirs: the absolute path of the broker's log directory, wherever it was "
+                            "started; null or empty vs a path is kept"),
+    Mask("total_bytes", "set", "DescribeLogDirs v4+: the size of the volume holding the log directory; -1 (not "
+                               "given) vs a size is kept"),
+    Mask("usable_bytes", "set", "DescribeLogDirs v4+: the free space of that volume, which every write moves; -1 "
+                                "(not given) vs a size is kept"),
     Mask("error_message", "text", "free text in each broker's words; null vs a message is kept (clients "
                                   "show it to users)"),
 )
