@@ -42,6 +42,7 @@ from typing import Callable
 from ..config import BrokerConfig
 from ..protocol.errors import Errors, KafkaError
 from .durable_file import replace_durably
+from .scram import ScramCredentials
 from .metadata_image import NO_LEADER, BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
 from .topics import validate_topic_name
 
@@ -275,3 +276,14 @@ class QuorumController:
         self.image.next_producer_id += PRODUCER_ID_BLOCK_SIZE
         self._commit(f"producer ids {first}.. to broker {broker_id}")
         return Errors.NONE, first, PRODUCER_ID_BLOCK_SIZE
+
+    # ================================================================== SCRAM credentials
+    def alter_user_scram_credentials(self, deletions, upsertions):
+        """AlterUserScramCredentials (Kafka's ScramControlManager): the valid changes in one step."""
+        credentials = ScramCredentials()
+        credentials.load_changes(self.image.scram)
+        results = credentials.alter(deletions, upsertions)
+        if any(r.error == Errors.NONE for r in results):
+            self.image.scram = credentials.changes_to_list()
+            self._commit("SCRAM credentials of " + ", ".join(sorted({r.user for r in results if r.error == Errors.NONE})))
+        return results

@@ -66,6 +66,9 @@ class MetadataImage:
     topics: dict[str, TopicImage] = field(default_factory=dict)
     #: The start of the next producer id block the controller hands out (AllocateProducerIds).
     next_producer_id: int = 0
+    #: SCRAM credentials (UserScramCredentialRecord / RemoveUserScramCredentialRecord), in
+    #: cluster/scram's JSON form
+    scram: list[dict] = field(default_factory=list)
 
     # ------------------------------------------------------------------ questions
     def alive_brokers(self) -> list[BrokerRegistration]:
@@ -82,6 +85,7 @@ class MetadataImage:
         return {
             "offset": self.offset,
             "next_producer_id": self.next_producer_id,
+            "scram": self.scram,
             "brokers": [asdict(b) for _, b in sorted(self.brokers.items())],
             "topics": [{"name": t.name, "topic_id": t.topic_id.hex(), "configs": t.configs,
                         "partitions": [asdict(p) for p in t.partitions]}
@@ -90,7 +94,7 @@ class MetadataImage:
 
     @classmethod
     def from_dict(cls, d: dict) -> "MetadataImage":
-        img = cls(offset=d["offset"], next_producer_id=d.get("next_producer_id", 0))
+        img = cls(offset=d["offset"], next_producer_id=d.get("next_producer_id", 0), scram=d.get("scram", []))
         for b in d["brokers"]:
             reg = BrokerRegistration(**b)
             img.brokers[reg.broker_id] = reg

@@ -96,12 +96,17 @@ class ScramCredential:
 
 
 class CredentialStore:
-    """Users from ``kconform.sasl.users``: PLAIN passwords and SCRAM credentials per mechanism."""
+    """Users from ``kconform.sasl.users``: PLAIN passwords and SCRAM credentials per mechanism
+    (the latter changed by AlterUserScramCredentials: cluster/scram)."""
 
     def __init__(self, users: dict[str, str], mechanisms: list[str]):
+        from ..cluster.scram import ScramCredentials   # it builds on this module's SCRAM formulas
+
         self._plain = dict(users) if PLAIN in mechanisms else {}
-        self._scram = {m: {u: ScramCredential.generate(m, p) for u, p in users.items()}
-                       for m in mechanisms if m in SCRAM_HASHES}
+        #: the config's users under what AlterUserScramCredentials changed since (the broker's
+        #: ``scram_credentials``): read at each authentication, so a change counts from the next
+        self.scram_credentials = ScramCredentials(
+            {(m, u): ScramCredential.generate(m, p) for m in mechanisms if m in SCRAM_HASHES for u, p in users.items()})
 
     @staticmethod
     def parse_users(value: str) -> dict[str, str]:
@@ -121,7 +126,7 @@ class CredentialStore:
         return expected is not None and ok
 
     def scram(self, mechanism: str, user: str) -> ScramCredential | None:
-        return self._scram.get(mechanism, {}).get(user)
+        return self.scram_credentials.get(mechanism, user)
 
 
 class PlainServer:
