@@ -8,12 +8,14 @@ on a running cluster, and a changed password must count from the next authentica
 a connection that authenticated before keeps its session until it re-authenticates (KIP-368),
 so a transaction open on it still commits (cases/security/).
 
-Authorization, as Kafka checks it: Describe needs DESCRIBE on the cluster, else the top-level
-CLUSTER_AUTHORIZATION_FAILED ("Cluster authorization failed.") with one result, without a user
-name, per user asked for (DescribeUserScramCredentialsRequest.getErrorResponse); Alter needs
-ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED for each user named, once, sorted
-(AlterUserScramCredentialsRequest.getErrorResponse), its message naming the request as the ACL
-APIs' do here.
+Authorization, as Kafka checks it (measured on 4.3.1 with the StandardAuthorizer): Describe
+needs DESCRIBE on the cluster, else the top-level CLUSTER_AUTHORIZATION_FAILED without a message
+and one result per user asked for, without a user name or message
+(DescribeUserScramCredentialsRequest.getErrorResponse; ApiError leaves out a message that is the
+error's own) -- and no answer at all to a null list of users (that method iterates it: a
+NullPointerException); Alter needs ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED for
+each user named, once, sorted (AlterUserScramCredentialsRequest.getErrorResponse), its message
+naming the request as the ACL APIs' do here (Kafka's prints its internal request objects).
 
 A one-node broker applies a change at once and keeps it in its data directory; a broker of a
 cluster sends it to the controller, whose metadata image brings it to every broker.
@@ -32,7 +34,6 @@ from ..server.broker_lifecycle import ControllerUnavailable
 if TYPE_CHECKING:
     from ..server.broker import Broker
 
-CLUSTER_AUTHORIZATION_FAILED = "Cluster authorization failed."
 
 
 @handles("DescribeUserScramCredentials")
@@ -40,10 +41,11 @@ async def handle_describe_user_scram_credentials(broker: Broker, ctx, req):
     R = ctx.api.Response
     Result = R.DescribeUserScramCredentialsResult
     if not allowed_cluster(broker, ctx, Op.DESCRIBE):
+        if req.users is None:
+            return None   # Kafka's error response iterates the null list: it never answers
         err = Errors.CLUSTER_AUTHORIZATION_FAILED
-        return R(throttle_time_ms=0, error_code=err, error_message=CLUSTER_AUTHORIZATION_FAILED, results=[
-            Result(user="", error_code=err, error_message=CLUSTER_AUTHORIZATION_FAILED, credential_infos=[])
-            for _ in req.users or ()])
+        return R(throttle_time_ms=0, error_code=err, error_message=None, results=[
+            Result(user="", error_code=err, error_message=None, credential_infos=[]) for _ in req.users])
     names = [u.name for u in req.users] if req.users else None
     return R(throttle_time_ms=0, error_code=Errors.NONE, error_message="", results=[
         Result(user=user, error_code=error, error_message=message, credential_infos=[

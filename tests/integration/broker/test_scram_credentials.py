@@ -88,8 +88,14 @@ def test_without_cluster_permissions(broker_factory):
     b = broker_factory(SASL)
     r = _as(b.bootstrap, "alice", "alice-secret", "DescribeUserScramCredentials",
             DescribeReq(users=[DescribeReq.UserName(name="admin"), DescribeReq.UserName(name="bob")]))
-    assert (r.error_code, r.error_message) == (E.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
-    assert [(x.user, x.error_code) for x in r.results] == [("", E.CLUSTER_AUTHORIZATION_FAILED)] * 2
+    # measured on Kafka 4.3.1: no messages; and a null list of users is never answered
+    assert (r.error_code, r.error_message) == (E.CLUSTER_AUTHORIZATION_FAILED, None)
+    assert [(x.user, x.error_code, x.error_message) for x in r.results] == [("", E.CLUSTER_AUTHORIZATION_FAILED, None)] * 2
+    with RawConnection(b.bootstrap, timeout=3) as conn:
+        assert login(conn, "SCRAM-SHA-512", "alice", "alice-secret").error_code == 0
+        conn.send_raw(conn.encode_request("DescribeUserScramCredentials", 0, DescribeReq(users=None)))
+        with pytest.raises(TimeoutError):
+            conn.recv_frame()
     r = _as(b.bootstrap, "alice", "alice-secret", "AlterUserScramCredentials", AlterReq(
         deletions=[AlterReq.ScramCredentialDeletion(name="zed", mechanism=1)],
         upsertions=[_upsert("alice", 2, "x"), _upsert("zed", 1, "y"), _upsert("bob", 1, "z")]))
