@@ -278,8 +278,11 @@ class QuorumController:
         return Errors.NONE, first, PRODUCER_ID_BLOCK_SIZE
 
     # ================================================================== SCRAM credentials
-    def alter_user_scram_credentials(self, deletions, upsertions):
-        """AlterUserScramCredentials (Kafka's ScramControlManager): the valid changes in one step."""
+    def alter_user_scram_credentials(self, deletions, upsertions, now: float):
+        """AlterUserScramCredentials (Kafka's ScramControlManager): the valid changes in one step;
+        None without a quorum (nothing can be committed)."""
+        if not self.has_quorum(now):
+            return None
         credentials = ScramCredentials()
         credentials.load_changes(self.image.scram)
         results = credentials.alter(deletions, upsertions)

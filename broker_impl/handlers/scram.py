@@ -72,8 +72,12 @@ async def handle_alter_user_scram_credentials(broker: Broker, ctx, req):
             r = await broker.lifecycle.request(
                 "alter_user_scram_credentials", deletions=[list(d) for d in deletions],
                 upsertions=[[n, m, i, salt.hex(), salted.hex()] for n, m, i, salt, salted in upsertions])
-        except ControllerUnavailable as exc:
-            return every(Errors.REQUEST_TIMED_OUT, f"The controller did not answer: {exc}")
+        except ControllerUnavailable:
+            r = {"error": int(Errors.REQUEST_TIMED_OUT)}
+        if r["error"] != Errors.NONE:
+            # Kafka's ForwardingManager answers a forwarding that timed out with the request's
+            # error response: every user, no message (ApiError drops the error's own)
+            return every(Errors(r["error"]), None)
         results = [(user, error, message) for user, error, message in r["results"]]
     else:
         results = [(x.user, x.error, x.message) for x in broker.scram_credentials.alter(deletions, upsertions)]

@@ -88,3 +88,29 @@ def test_changes_survive_their_json_form(tmp_path):
     assert again.get("SCRAM-SHA-512", "alice") is None
     assert again.get("SCRAM-SHA-256", "bob") == creds.get("SCRAM-SHA-256", "bob")
 
+
+
+def test_the_controller_commits_a_change_and_keeps_it(tmp_path):
+    from broker_impl.cluster.controller import QuorumController
+    from broker_impl.config import BrokerConfig
+
+    c = QuorumController(BrokerConfig({}), tmp_path / "ctl", frozenset({1, 2, 3}))
+    assert c.alter_user_scram_credentials([], [("carol", SHA256, 4096, b"s", b"p")], now=0.0) is None  # no quorum
+    assert c.image.scram == [] and c.image.offset == -1
+    for node in (1, 2):
+        c.register_broker(node, f"inc-{node}", "127.0.0.1", 9000 + node, now=0.0)
+    offset = c.image.offset
+    [r] = c.alter_user_scram_credentials([], [("carol", SHA256, 4096, b"s", b"p")], now=0.0)
+    assert (r.user, r.error) == ("carol", E.NONE) and c.image.offset == offset + 1
+    [r] = c.alter_user_scram_credentials([("nobody", SHA256)], [], now=0.0)          # nothing to commit
+    assert r.error == E.RESOURCE_NOT_FOUND and c.image.offset == offset + 1
+    again = QuorumController(BrokerConfig({}), tmp_path / "ctl", frozenset({1, 2, 3}))   # metadata_image.json
+    broker = ScramCredentials()
+    broker.load_changes(again.image.scram)
+    assert broker.get("SCRAM-SHA-256", "carol") == creds_of(c).get("SCRAM-SHA-256", "carol") is not None
+
+
+def creds_of(controller) -> ScramCredentials:
+    out = ScramCredentials()
+    out.load_changes(controller.image.scram)
+    return out
