@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from ..server.broker import Broker
 
 
-
 @handles("DescribeUserScramCredentials")
 async def handle_describe_user_scram_credentials(broker: Broker, ctx, req):
     R = ctx.api.Response

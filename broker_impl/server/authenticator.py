@@ -22,8 +22,8 @@ Kafka's rules, from SaslServerAuthenticator and the SocketServer's Processor (ap
   credentials with SASL mechanism SCRAM-SHA-512"), sent ``connection.failed.authentication.delay.ms``
   after the failure, then the connection is closed. No handler ever sees the connection's other
   requests.
-- ``connections.max.reauth.ms`` > 0 (KIP-368): the successful SaslAuthenticate says
-  ``session_lifetime_ms``; once the session has expired, any request but a SaslHandshake closes
+- ``connections.max.reauth.ms`` > 0, or a credential that expires (OAUTHBEARER's token; the
+  smaller of the two) (KIP-368): the successful SaslAuthenticate says ``session_lifetime_ms``; once the session has expired, any request but a SaslHandshake closes
   the connection; a SaslHandshake on the authenticated connection (at most one a second) begins
   re-authentication with the same mechanism and the same principal, else the connection is closed
   ("Cannot change principals during re-authentication from User.alice: User.bob").
@@ -31,7 +31,10 @@ Kafka's rules, from SaslServerAuthenticator and the SocketServer's Processor (ap
   "authentication".
 
 The principal (``User:NAME``) is the SASL authorization id; the connection records it on every
-RequestContext it builds.
+RequestContext it builds. Credentials are read when an exchange names its user, so a password
+changed by AlterUserScramCredentials counts from the next (re-)authentication. A mechanism
+server that fails the way Kafka's throws an unexpected exception (``SaslServerError``) closes
+the connection without an answer.
 """
 
 from __future__ import annotations
