@@ -270,16 +270,20 @@ class Row:
     #: The security protocol the row's clients and target spoke (`kconform run --security`,
     #: conformance/security.py), e.g. SASL_PLAINTEXT; None (not written): PLAINTEXT.
     security_protocol: str | None = None
+    #: The consumer group protocol the row's consumers used when not classic (`kconform run
+    #: --group-protocol consumer`, conformance/group_protocol.py); None (not written): classic.
+    group_protocol: str | None = None
 
     #: The fields written in the order of the schema (and of the rows the runner always wrote).
     ORDER: ClassVar[tuple[str, ...]] = (
         "run_id", "started_at", "case", "case_title", "tags", "scenario", "target", "target_version", "client",
         "client_version", "verdict", "checks", "outcome", "diff", "reference_target", "duration_s", "reason",
         "artifacts", "known_difference", "workload", "application", "unspecified", "known_reference_bug", "expected",
-        "status", "security_protocol")
+        "status", "security_protocol", "group_protocol")
     #: Written only when set.
     OPTIONAL: ClassVar[frozenset[str]] = frozenset({"unspecified", "workload", "application", "known_reference_bug",
-                                                    "expected", "status", "security_protocol"})
+                                                    "expected", "status", "security_protocol",
+                                                    "group_protocol"})
 
     @property
     def failed_checks(self) -> list[Check]:

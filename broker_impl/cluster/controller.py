@@ -44,6 +44,7 @@ from ..protocol.errors import Errors, KafkaError
 from .durable_file import replace_durably
 from .scram import ScramCredentials
 from .metadata_image import NO_LEADER, BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
+from .topic_admin import alter_broker_defaults, alter_topic_configs, new_partition_replicas
 from .topics import validate_topic_name
 
 log = logging.getLogger("kconform.controller")
@@ -63,6 +64,9 @@ class QuorumController:
         self.image = MetadataImage()
         if self._file.exists():
             self.image = MetadataImage.from_dict(json.loads(self._file.read_text()))
+        #: the controller's static configs, under the cluster-wide dynamic ones of the image
+        self.static_configs = dict(config.values)
+        config.values.update(self.image.broker_defaults)
         #: broker id -> (monotonic) time of its last registration or heartbeat
         self.last_contact: dict[int, float] = {}
         self.listeners: list[Callable[[MetadataImage], None]] = []
@@ -235,6 +239,59 @@ class QuorumController:
             raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
         self._commit(f"delete topic {name}")
         return topic
+
+    def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None,
+                          validate_only: bool = False, now: float = 0.0) -> list[PartitionRegistration]:
+        """CreatePartitions for one topic (ReplicationControlManager.createPartitions): the new
+        partitions, their ISR the alive replicas, led by the first of them; raises KafkaError."""
+        if not self.has_quorum(now):
+            raise KafkaError(Errors.REQUEST_TIMED_OUT, "The controller has no quorum.")
+        topic = self.image.topics.get(name)
+        if topic is None:
+            raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, None)
+        alive = [b.broker_id for b in self.image.alive_brokers()]
+        replica_lists = new_partition_replicas(name, len(topic.partitions), len(topic.partitions[0].replicas), count,
+                                               assignments, sorted(self.image.brokers), alive, self._next_placement)
+        parts = []
+        for replicas in replica_lists:
+            isr = [r for r in replicas if r in alive]
+            parts.append(PartitionRegistration(replicas, isr, isr[0], 0, 0))
+        if validate_only:
+            return parts
+        self._next_placement += 1
+        topic.partitions.extend(parts)
+        self._commit(f"create partitions of {name}: {count} now")
+        return parts
+
+    def alter_topic_configs(self, name: str, ops: list[tuple[str, int, str | None]] | None,
+                            replace: dict[str, str] | None, validate_only: bool = False,
+                            now: float = 0.0) -> dict[str, str]:
+        """(Incremental)AlterConfigs on a topic (ConfigurationControlManager): its new configs,
+        committed unless ``validate_only``; raises KafkaError."""
+        if not self.has_quorum(now):
+            raise KafkaError(Errors.REQUEST_TIMED_OUT, "The controller has no quorum.")
+        topic = self.image.topics.get(name)
+        configs = alter_topic_configs(self.config, name, topic.configs if topic else {}, ops, replace)
+        if topic is None:   # the existence check follows the validation, as Kafka's
+            raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+        if not validate_only and configs != topic.configs:
+            topic.configs = configs
+            self._commit(f"alter configs of {name}")
+        return configs
+
+    def alter_broker_defaults(self, ops: list[tuple[str, int, str | None]], validate_only: bool = False,
+                              now: float = 0.0) -> dict[str, str]:
+        """IncrementalAlterConfigs on the BROKER resource "": the new cluster-wide defaults,
+        committed (every broker applies them from the image) unless ``validate_only``."""
+        if not self.has_quorum(now):
+            raise KafkaError(Errors.REQUEST_TIMED_OUT, "The controller has no quorum.")
+        new = alter_broker_defaults(self.static_configs, self.image.broker_defaults, ops)
+        if not validate_only and new != self.image.broker_defaults:
+            self.image.broker_defaults = new
+            self.config.values.clear()
+            self.config.values.update(self.static_configs, **new)   # unclean.leader.election.enable
+            self._commit("alter the cluster-wide broker configs")
+        return new
 
     # ================================================================== AlterPartition
     def alter_partition(self, broker_id: int, broker_epoch: int, topic_name: str, index: int, leader_epoch: int,

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import trio
 
+from ..log.config import LogConfig
 from ..protocol.errors import Errors, KafkaError
 from .durable_file import replace_durably
 from .metadata_image import NO_LEADER
@@ -79,8 +80,11 @@ class Topic:
 class TopicRegistry:
     """Creates, deletes and remembers topics; opens their partition logs."""
 
-    def __init__(self, data_dir: Path, log_factory, new_partition=None, creates_topics: bool = True):
+    def __init__(self, data_dir: Path, log_factory, new_partition=None, creates_topics: bool = True,
+                 log_config=None):
         self.data_dir = data_dir
+        #: a topic's configs -> the map its logs' LogConfig is read from (the broker's defaults under them)
+        self.log_config = log_config or (lambda configs: configs)
         #: False on a broker of a cluster: only the controller creates and deletes topics
         self.creates_topics = creates_topics
         self.log_factory = log_factory   # (directory, topic_configs) -> PartitionLog
@@ -165,6 +169,31 @@ class TopicRegistry:
         self._save()
         return topic
 
+    def add_partitions(self, name: str, count: int) -> Topic:
+        """CreatePartitions on a one-node broker: the topic grows to ``count`` partitions, their
+        logs opened and led here at epoch 0 as a new topic's."""
+        topic = self.topics[name]
+        for i in range(len(topic.partitions), count):
+            d = self.data_dir / f"{name}-{i}"
+            topic.partitions.append(self.new_partition(name, i, self.log_factory(d, topic.configs)))
+        self._save()
+        return topic
+
+    def set_configs(self, name: str, configs: dict[str, str]) -> Topic:
+        """A one-node broker's AlterConfigs: the topic's own configs replaced and saved."""
+        topic = self.topics[name]
+        self.reconfigure(topic, configs)
+        self._save()
+        return topic
+
+    def reconfigure(self, topic: Topic, configs: dict[str, str]) -> None:
+        """The topic's configs take effect at once on every log of it this broker has (Kafka's
+        TopicConfigHandler: the next append, fetch and retention pass obey them)."""
+        topic.configs = dict(configs)
+        for p in topic.partitions:
+            if p.log is not None:
+                p.log.config = LogConfig.from_dict(self.log_config(topic.configs))
+
     def delete(self, name: str) -> Topic:
         topic = self.topics.pop(name, None)
         if topic is None:
@@ -188,7 +217,8 @@ class TopicRegistry:
             topic = Topic(name, topic_id, dict(configs))
             self.topics[name] = topic
             self.by_id[topic_id] = topic
-        topic.configs = dict(configs)
+        if topic.configs != configs:
+            self.reconfigure(topic, configs)
         while len(topic.partitions) < partitions:
             topic.partitions.append(self.new_partition(name, len(topic.partitions), None))
         return topic

@@ -66,6 +66,7 @@ def load_all() -> dict[int, Handler]:
 
 
 #: Every handler module, one per API family.
-MODULES = ("acls", "api_versions", "cluster", "configs", "consumer_groups", "delete_records", "fetch",
+MODULES = ("acls", "alter_configs", "api_versions", "cluster", "configs", "consumer_groups", "create_partitions",
+           "delete_records", "fetch",
            "find_coordinator", "groups", "init_producer_id", "list_offsets", "metadata", "offsets", "produce",
            "sasl", "scram", "topics", "transactions")

@@ -74,8 +74,8 @@ def topic_configs(broker: Broker, own: dict[str, str]) -> list[tuple[str, str, i
             out.append((name, own[name], DYNAMIC_TOPIC_CONFIG, ctype))
         else:
             value = broker.config.values.get(bkey, fallback) if bkey else fallback
-            out.append((name, value, DYNAMIC_DEFAULT_BROKER_CONFIG if name in CLUSTER_DEFAULTS else DEFAULT_CONFIG,
-                        ctype))
+            dynamic = name in CLUSTER_DEFAULTS or bkey in broker.dynamic_configs
+            out.append((name, value, DYNAMIC_DEFAULT_BROKER_CONFIG if dynamic else DEFAULT_CONFIG, ctype))
     return out
 
 
@@ -111,13 +111,18 @@ async def handle_describe_configs(broker: Broker, ctx, req):
         elif res.resource_type == BROKER:
             if res.resource_name not in ("", str(broker.node_id)):
                 err, msg = Errors.INVALID_REQUEST, f"Unexpected broker id, expected {broker.node_id}"
+            elif res.resource_name == "":   # the cluster-wide dynamic configs only (measured on 4.3.1)
+                cluster = {n: broker.config.str(n) for n in CLUSTER_DEFAULTS} | broker.dynamic_configs
+                types = {bkey: ctype for bkey, _fallback, ctype in TOPIC_DEFAULTS.values() if bkey}
+                entries = [(k, v, DYNAMIC_DEFAULT_BROKER_CONFIG, types.get(k, 0)) for k, v in sorted(cluster.items())]
             else:
-                entries = [(k, v, STATIC_BROKER_CONFIG, 0) for k, v in sorted(broker.config.values.items())
-                           if not k.startswith("kconform.")]
+                entries = [(k, v, DYNAMIC_DEFAULT_BROKER_CONFIG if k in broker.dynamic_configs else STATIC_BROKER_CONFIG,
+                            0) for k, v in sorted(broker.config.values.items()) if not k.startswith("kconform.")]
         else:
             err, msg = Errors.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}"
         keys = res.configuration_keys  # null or empty: every config (Kafka's ConfigHelper)
-        configs = [C(name=n, value=None if n in SENSITIVE else v, read_only=res.resource_type == BROKER,
+        configs = [C(name=n, value=None if n in SENSITIVE else v,
+                     read_only=res.resource_type == BROKER and src != DYNAMIC_DEFAULT_BROKER_CONFIG,
                      config_source=src, is_default=src == DEFAULT_CONFIG, is_sensitive=n in SENSITIVE, synonyms=[],
                      config_type=ctype, documentation=None)
                    for n, v, src, ctype in entries if not keys or n in keys]

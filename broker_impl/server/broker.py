@@ -21,6 +21,7 @@ partitions. It announces itself only once the controller unfenced it.
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
 from functools import partial
@@ -28,6 +29,7 @@ from pathlib import Path
 
 import trio
 
+from ..cluster.durable_file import replace_durably
 from ..cluster.topics import TopicRegistry
 from ..config import BrokerConfig, ConfigError
 from ..coordinators.group import GroupCoordinator
@@ -52,6 +54,8 @@ from .topic_creation import TopicCreator
 
 log = logging.getLogger("kconform.broker")
 
+#: A one-node broker's cluster-wide dynamic broker configs (Kafka keeps them in its metadata log).
+DYNAMIC_CONFIGS_FILE = "dynamic_broker_configs.json"
 #: How long a broker of a cluster waits for the controller to unfence it before giving up.
 STARTUP_TIMEOUT_S = 120.0
 
@@ -73,6 +77,15 @@ class Broker:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         #: one broker of a cluster with a controller elsewhere (else: the whole cluster)
         self.is_cluster = bool(config.str("controller.quorum.voters").strip())
+        #: the configs it started with; ``config.values`` holds them under the cluster-wide dynamic
+        #: ones (IncrementalAlterConfigs on the BROKER resource ""), which a one-node broker keeps in
+        #: DYNAMIC_CONFIGS_FILE and a broker of a cluster takes from the metadata image
+        self.static_configs = dict(config.values)
+        self.dynamic_configs: dict[str, str] = {}
+        self._dynamic_file = self.data_dir / DYNAMIC_CONFIGS_FILE
+        if not self.is_cluster and self._dynamic_file.exists():
+            self.dynamic_configs = json.loads(self._dynamic_file.read_text())
+            config.values.update(self.dynamic_configs)
         self.listeners = parse_listeners(config, host, port)
         if self.is_cluster and any(x.protocol != "PLAINTEXT" for x in self.listeners):
             raise ConfigError("a broker of a cluster serves PLAINTEXT listeners only: its replication "
@@ -86,7 +99,8 @@ class Broker:
         self.authorizer = StandardAuthorizer.from_config(config, self.data_dir, self.is_cluster)
         self.replica_manager = ReplicaManager(self)
         self.topics = TopicRegistry(self.data_dir, lambda d, c: _open_partition_log(d, c, config),
-                                    self.replica_manager.new_partition, creates_topics=not self.is_cluster)
+                                    self.replica_manager.new_partition, creates_topics=not self.is_cluster,
+                                    log_config=config.log_config)
         self._appended = trio.Event()
         self._hooks_closed: list = []
         self.nursery: trio.Nursery | None = None
@@ -129,6 +143,25 @@ class Broker:
         if r["error"] != Errors.NONE:
             raise ControllerUnavailable(f"AllocateProducerIds: {Errors(r['error']).name}")
         return r["first"], r["size"]
+
+    def apply_dynamic_configs(self, configs: dict[str, str]) -> None:
+        """New cluster-wide dynamic broker configs take effect at once: the topic defaults they
+        supply reach every open log without a value of its own, and every partition's
+        min.insync.replicas (Kafka's DynamicLogConfig reconfiguration)."""
+        self.dynamic_configs = dict(configs)
+        self.config.values.clear()
+        self.config.values.update(self.static_configs, **self.dynamic_configs)
+        rm = self.replica_manager
+        rm.default_min_isr = self.config.int("min.insync.replicas")
+        for topic in list(self.topics.topics.values()):
+            self.topics.reconfigure(topic, topic.configs)
+            for part in topic.partitions:
+                part.min_insync_replicas = int(topic.configs.get("min.insync.replicas", rm.default_min_isr))
+
+    def save_dynamic_configs(self, configs: dict[str, str]) -> None:
+        """A one-node broker's change of its dynamic configs: kept for the next start, applied."""
+        replace_durably(self._dynamic_file, json.dumps(configs))
+        self.apply_dynamic_configs(configs)
 
     # -- notifications ---------------------------------------------------
     def notify_append(self) -> None:

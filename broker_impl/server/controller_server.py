@@ -130,6 +130,15 @@ class ControllerServer:
                 reply["results"] = [self._create(t, msg.get("validate_only", False), now) for t in msg["topics"]]
             elif op == "delete_topics":
                 reply["results"] = [self._delete(name, now) for name in msg["names"]]
+            elif op == "create_partitions":
+                reply.update(self._admin(lambda: c.create_partitions(msg["name"], msg["count"], msg.get("assignments"),
+                                                                     msg.get("validate_only", False), now) and None))
+            elif op == "alter_configs":
+                reply.update(self._admin(lambda: {"configs": c.alter_topic_configs(
+                    msg["name"], msg.get("ops"), msg.get("replace"), msg.get("validate_only", False), now)}))
+            elif op == "alter_broker_defaults":
+                reply.update(self._admin(lambda: {"configs": c.alter_broker_defaults(
+                    [tuple(o) for o in msg["ops"]], msg.get("validate_only", False), now)}))
             elif op == "alter_partition":
                 err, reg = c.alter_partition(msg["broker_id"], msg["broker_epoch"], msg["topic"], msg["partition"],
                                              msg["leader_epoch"], msg["partition_epoch"], msg["isr"], now)
@@ -162,6 +171,14 @@ class ControllerServer:
         except KafkaError as exc:
             out.update(error=int(exc.error), message=exc.message)
         return out
+
+    @staticmethod
+    def _admin(decide) -> dict:
+        """The answer to an admin decision of the controller: its result, or Kafka's error."""
+        try:
+            return {"error": 0, "message": None, **(decide() or {})}
+        except KafkaError as exc:
+            return {"error": int(exc.error), "message": exc.message}
 
     def _delete(self, name: str, now: float) -> dict:
         out = {"name": name, "error": 0, "message": None}

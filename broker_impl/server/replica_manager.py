@@ -115,6 +115,8 @@ class ReplicaManager:
     def apply_image(self, image: MetadataImage) -> None:
         self.image = image
         topics = self.broker.topics
+        if image.broker_defaults != self.broker.dynamic_configs:
+            self.broker.apply_dynamic_configs(image.broker_defaults)
         for name in [n for n in topics.topics if n not in image.topics]:
             log.info("topic %s deleted", name)
             self._stop_fetching_topic(name)

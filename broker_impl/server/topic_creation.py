@@ -20,6 +20,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+from ..cluster.topic_admin import alter_broker_defaults, alter_topic_configs, new_partition_replicas
 from ..cluster.topics import validate_topic_name
 from ..coordinators.group_store import OFFSETS_TOPIC
 from ..coordinators.transaction_log import TRANSACTION_STATE_TOPIC
@@ -100,6 +101,65 @@ class TopicCreator:
         except KafkaError as exc:
             return TopicResult(exc.error, exc.message)
         return TopicResult(Errors.NONE, None, topic.topic_id, num_partitions, replication_factor)
+
+    async def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None,
+                                validate_only: bool = False) -> TopicResult:
+        """CreatePartitions for one topic, decided by this broker alone or by the controller
+        (the new partitions reach the brokers with the next metadata image)."""
+        b = self.broker
+        if b.is_cluster:
+            return await self._ask("create_partitions", name=name, count=count, assignments=assignments,
+                                   validate_only=validate_only)
+        try:
+            topic = b.topics.get(name)
+            if topic is None:
+                raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, None)
+            new_partition_replicas(name, len(topic.partitions), 1, count, assignments, [b.node_id], [b.node_id])
+            if not validate_only:
+                b.topics.add_partitions(name, count)
+        except KafkaError as exc:
+            return TopicResult(exc.error, exc.message)
+        return TopicResult(Errors.NONE)
+
+    async def alter_configs(self, name: str, ops: list[tuple[str, int, str | None]] | None,
+                            replace: dict[str, str] | None, validate_only: bool = False) -> TopicResult:
+        """(Incremental)AlterConfigs on a topic: ``ops`` (name, operation, value) or the whole
+        new set ``replace``; in a cluster the controller decides and every broker applies it
+        from the metadata image."""
+        b = self.broker
+        if b.is_cluster:
+            return await self._ask("alter_configs", name=name, ops=ops, replace=replace, validate_only=validate_only)
+        try:
+            topic = b.topics.get(name)
+            configs = alter_topic_configs(b.config, name, topic.configs if topic else {}, ops, replace)
+            if topic is None:
+                raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+            if not validate_only and configs != topic.configs:
+                b.topics.set_configs(name, configs)
+        except KafkaError as exc:
+            return TopicResult(exc.error, exc.message)
+        return TopicResult(Errors.NONE)
+
+    async def alter_broker_defaults(self, ops: list[tuple[str, int, str | None]],
+                                    validate_only: bool = False) -> TopicResult:
+        """IncrementalAlterConfigs on the BROKER resource "" (the cluster-wide defaults)."""
+        b = self.broker
+        if b.is_cluster:
+            return await self._ask("alter_broker_defaults", ops=ops, validate_only=validate_only)
+        try:
+            new = alter_broker_defaults(b.static_configs, b.dynamic_configs, ops)
+        except KafkaError as exc:
+            return TopicResult(exc.error, exc.message)
+        if not validate_only and new != b.dynamic_configs:
+            b.save_dynamic_configs(new)
+        return TopicResult(Errors.NONE)
+
+    async def _ask(self, op: str, **fields) -> TopicResult:
+        try:
+            r = await self.broker.lifecycle.request(op, **fields)
+        except ControllerUnavailable as exc:
+            return TopicResult(Errors.REQUEST_TIMED_OUT, f"The controller did not answer: {exc}")
+        return TopicResult(Errors(r["error"]), r.get("message"))
 
     async def delete(self, name: str) -> TopicResult:
         b = self.broker

@@ -54,8 +54,13 @@ from conformance.clients import go_build, java_build, kafkajs_build, python_buil
 #:   overlapping_aborts_out_of_order, abort_marker_in_next_segment pass). KafkaJS 2.2.4 does not:
 #:   its filterAbortedMessages assumes the list is sorted by first offset, while Kafka lists aborts
 #:   in marker order, so overlapping transactions aborted newest-first leak aborted records.
+#: - ``consumer_group_protocol``: ``group.protocol=consumer`` makes its consumer a KIP-848 member
+#:   (ConsumerGroupHeartbeat, the broker assigns); `kconform run --group-protocol consumer` runs
+#:   the library's consumers so (conformance/group_protocol.py). kafka-clients 4.4, librdkafka 2.16
+#:   and franz-go 1.22 (its ServerSideBalancer, which the driver selects for the setting) have it;
+#:   kafka-python, aiokafka, Sarama and KafkaJS have no KIP-848 consumer.
 GROUP_FEATURES = frozenset({"range_assignor", "cooperative_rebalance", "static_membership", "kip447",
-                            "eos_rebalance", "read_committed"})
+                            "eos_rebalance", "read_committed", "consumer_group_protocol"})
 
 
 @dataclass(frozen=True)
@@ -246,7 +251,7 @@ CLIENTS: dict[str, ClientSpec] = _Clients({
         "confluent", "confluent-kafka-python over librdkafka",
         lambda: [sys.executable, "-m", "conformance.clients.confluent"],
         _python_module_available("confluent_kafka", "confluent-kafka"), _librdkafka_version,
-        features=_ALL_GROUP),
+        features=_ALL_GROUP | {"consumer_group_protocol"}),
     "kafka-python": ClientSpec(
         "kafka-python", "kafka-python (pure Python)",
         lambda: [sys.executable, "-m", "conformance.clients.kafka_python"],
@@ -257,13 +262,13 @@ CLIENTS: dict[str, ClientSpec] = _Clients({
         java_build.java_command,
         _built_availability(java_build.BUILD, lambda: f"kafka-clients {java_build.kafka_clients_version()}"),
         java_build.kafka_clients_version,
-        features=_EOS_GROUP),
+        features=_EOS_GROUP | {"consumer_group_protocol"}),
     "franz-go": ClientSpec(
         "franz-go", "franz-go (Go, github.com/twmb/franz-go)",
         lambda: go_build.command("franz-go"),
         _built_availability(go_build.BUILD, lambda: f"franz-go {go_build.module_version('franz-go')}"),
         lambda: go_build.module_version("franz-go"),
-        features=_EOS_GROUP),
+        features=_EOS_GROUP | {"consumer_group_protocol"}),
     "sarama": ClientSpec(
         "sarama", "Sarama (Go, github.com/IBM/sarama)",
         lambda: go_build.command("sarama"),

@@ -15,6 +15,7 @@ from typing import Any
 from conformance.clients import ClientProcess, Outcome
 from conformance.clients.registry import CLIENTS
 
+from .. import group_protocol
 from ..dsl.model import ActorDef
 from .namespace import Namespace
 
@@ -23,7 +24,7 @@ CONSUMER_KEYS = frozenset({
     "group.id", "group.instance.id", "isolation.level", "auto.offset.reset", "enable.auto.commit",
     "auto.commit.interval.ms", "session.timeout.ms", "heartbeat.interval.ms", "max.poll.records",
     "max.poll.interval.ms", "fetch.min.bytes", "fetch.max.wait.ms", "partition.assignment.strategy",
-    "group.protocol",
+    "group.protocol", "group.remote.assignor",
 })
 CREATE_DEADLINE_MS = 20_000
 
@@ -65,7 +66,12 @@ class Actors:
         }
         if d.role == "copier":
             defaults["isolation.level"] = "read_committed"
-        merged = {**defaults, **cfg}
+        merged = {**defaults, **group_protocol.consumer_defaults(), **cfg}
+        if group_protocol.current() == group_protocol.CONSUMER:
+            # a case that sets them has no row under it (group_protocol.case_reason); a workload's
+            # drawn assignor leaves the choice to the broker's group.consumer.assignors
+            for key in group_protocol.CLASSIC_ONLY_CONFIGS:
+                merged.pop(key, None)
         return {"bootstrap.servers": self.bootstrap, **self.ns.config(merged)}
 
     # ----------------------------------------------------------------- processes

@@ -24,7 +24,7 @@ import traceback
 from pathlib import Path
 
 from .. import baseline as baselines_
-from .. import security
+from .. import group_protocol, security
 from ..clients.registry import CLIENTS, VERSIONED_FORMS, versioned_spec
 from ..dsl import CaseError, load_cases
 from ..provenance import command_line
@@ -64,6 +64,10 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
                    help="the security protocol of the run: sasl_plaintext starts the target with a SASL "
                         "listener (SCRAM-SHA-512, a user and password made for the run) and every client "
                         "authenticates (docs/security.md)")
+    p.add_argument("--group-protocol", choices=group_protocol.PROTOCOLS, default=group_protocol.CLASSIC,
+                   help="the group.protocol of every consumer the cases create: consumer runs the library "
+                        "under KIP-848 consumer groups (rows it cannot run are not applicable with the reason; "
+                        "docs/groups.md)")
     p.add_argument("--no-progress", action="store_true", help="plain output instead of a progress bar")
     ci = p.add_argument_group("CI: baselines, JUnit, shards (docs/ci.md)")
     ci.add_argument("--baseline", action="append", dest="baselines", metavar="PATH", type=Path,
@@ -217,7 +221,7 @@ def _cmd_run(args) -> int:
                       reference=args.reference, fresh=args.fresh, proxy=args.proxy, target_options=options,
                       jobs=jobs, baselines=baselines, shard=shard, durations=durations,
                       run_id=run_id or new_run_id(), command=command_line(sys.argv),
-                      security=security.Security.generate(args.security))
+                      security=security.Security.generate(args.security), group_protocol=args.group_protocol)
     total = len(targets) * len(cases) * len(clients)
     signal.signal(signal.SIGTERM, interrupt)   # stopped like Ctrl-C: the run's targets are stopped
     with progress_callbacks(total, min(jobs, total), plain=args.no_progress) as (on_row, on_start):

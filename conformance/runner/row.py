@@ -31,7 +31,7 @@ from conformance.compare import normalise_outcome
 from conformance.targets import Target, target_class
 from conformance.targets.maven import DEFAULT_KAFKA_VERSION
 
-from .. import security
+from .. import group_protocol, security
 from ..dsl.model import Case
 from ..results import Check, NotApplicable, Row, TargetCrashed, Verdict, VerdictException
 from .actors import client_version
@@ -53,7 +53,8 @@ BEHAVIOUR_CONFIG_PREFIXES = ("transaction", "transactional.id", "producer.id", "
 #: Capabilities discovered only once the target runs (checked after start) or planned precisely
 #: elsewhere (fault points: plan_broker_configs says why one cannot be realised).
 LATE_CAPABILITIES = frozenset({"transactions", "describe_transactions", "list_transactions",
-                               "describe_producers", "multi_node", "fault_points", "txn_verification"})
+                               "describe_producers", "multi_node", "fault_points", "txn_verification",
+                               "consumer_group_protocol"})
 #: What a workload row writes beside its results (the row's artifacts name each by its stem).
 WORKLOAD_ARTIFACTS = ("history.jsonl", "timeline.html", "anomalies.json", "wire.json", "final.json")
 
@@ -126,7 +127,12 @@ def not_applicable(case: Case, name: str, proxy_mode: str, target: Target | None
         if topic_reason:
             return topic_reason
         lacking = sorted(case.needed_capabilities() - set(target.capabilities) - {"multi_node"})
-        return f"target {name!r} lacks {', '.join(lacking)}" if lacking else None
+        if lacking:
+            return f"target {name!r} lacks {', '.join(lacking)}"
+        return group_protocol.target_reason(case, name, target.capabilities)
+    why = group_protocol.case_reason(case)
+    if why is not None:
+        return why
     cls = target_class(name)
     missing_clients = [c for c in case.pinned_clients() if not CLIENTS[c].availability()[0]]
     if missing_clients:
@@ -195,7 +201,8 @@ class RowRun:
                        artifacts={"steps": str(self.art_rel / "steps.json"), "logs": []},
                        known_difference=known_difference(case, slot.name, client),
                        known_reference_bug=known_reference_bug(case, slot.name),
-                       security_protocol=security.current().protocol if security.current().sasl else None)
+                       security_protocol=security.current().protocol if security.current().sasl else None,
+                       group_protocol=group_protocol.row_protocol())
         self.ns = Namespace()
         # set by start()
         self.target: Target | None = None
@@ -211,8 +218,10 @@ class RowRun:
         case, slot, plan = self.case, self.slot, self.plan
         if plan.not_applicable is not None:
             raise NotApplicable(plan.not_applicable)
-        if case.not_for_client(self.client) is not None:
-            raise NotApplicable(case.not_for_client(self.client))
+        why = case.not_for_client(self.client) or group_protocol.client_reason(
+            case, self.client, CLIENTS[self.client].features)
+        if why is not None:
+            raise NotApplicable(why)
         if plan.shared:
             self.target, self.bootstrap = shared.acquire(slot.name, case, plan.broker_configs)
         else:
@@ -253,6 +262,9 @@ class RowRun:
             raise TargetCrashed(None, crashed)
         if proxy is not None:
             steps.checks += proxy.fault_checks()
+            members = group_protocol.members_check(case, proxy.transcript_lines())
+            if members is not None:
+                steps.checks.append(members)
         self.raw_outcome = {"steps": steps.records, **observed, "faults": steps.fault_events}
         outcome = ns.unmap(self.raw_outcome)
         if case.workload is not None:

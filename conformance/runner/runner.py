@@ -45,7 +45,7 @@ from conformance.compare import structural_diff
 from conformance.targets import split_name, target_class
 
 from .. import baseline as baselines_
-from .. import security
+from .. import group_protocol, security
 from ..security import Security
 from ..dsl.model import APPLICATION_CLIENT, Case
 from ..provenance import environment
@@ -83,6 +83,8 @@ class RunOptions:
     command: str | None = None
     #: What every target, driver and internal question of the run speaks (conformance/security.py).
     security: Security = field(default_factory=Security)
+    #: The consumer group protocol of every consumer the run's cases create (conformance/group_protocol.py).
+    group_protocol: str = group_protocol.CLASSIC
 
 
 @dataclass(frozen=True)
@@ -331,7 +333,7 @@ OnStart = Callable[[str, str, str, int], None]  # case, target, client, worker
 
 def run(opts: RunOptions, on_row: OnRow | None = None, on_start: OnStart | None = None) -> list[Row]:
     """Run the plan with opts.jobs workers; returns the rows in results order (module doc)."""
-    with security.use(opts.security):
+    with security.use(opts.security), group_protocol.use(opts.group_protocol):
         return _run(opts, on_row, on_start)
 
 
@@ -350,7 +352,7 @@ def _run(opts: RunOptions, on_row: OnRow | None, on_start: OnStart | None) -> li
     work = opts.results_dir / "work"
     ctx = RowContext(run_id, opts.results_dir)
     meta = {"run_id": run_id, "started_at": now_iso(), "status": "running", "targets": targets,
-            "security_protocol": opts.security.protocol,
+            "security_protocol": opts.security.protocol, "group_protocol": opts.group_protocol,
             "clients": opts.clients, "cases": [c.id for c in opts.cases], "reference_target": reference,
             "jobs": jobs, "command": opts.command, "versions": environment(),
             "baselines": {t: b.source for t, b in opts.baselines.items() if t in targets},

@@ -39,7 +39,8 @@ T = TypeVar("T")
 RETRIABLE_COORDINATOR_ERRORS = frozenset({14, 15, 16})
 
 #: API key -> capability, for the discovered capabilities.
-API_CAPABILITIES = {65: "describe_transactions", 66: "list_transactions", 61: "describe_producers"}
+API_CAPABILITIES = {65: "describe_transactions", 66: "list_transactions", 61: "describe_producers",
+                    68: "consumer_group_protocol"}
 TRANSACTION_API_KEYS = (22, 24, 25, 26, 28)  # InitProducerId .. TxnOffsetCommit
 
 

@@ -10,26 +10,9 @@ import pytest
 from confluent_kafka import Consumer, OFFSET_BEGINNING, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from conformance.targets import EmbeddedTarget, Topology
 from conformance.targets.topology import TopicSpec
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
-
-
-@pytest.fixture
-def start(tmp_path):
-    started = []
-
-    def _start(nodes, topics):
-        target = EmbeddedTarget()
-        started.append(target)
-        return target, target.start(Topology(nodes=nodes, topics=topics), {}, tmp_path / f"t{len(started)}")
-
-    try:
-        yield _start
-    finally:
-        for t in started:
-            t.stop()
 
 
 def _produce(bootstrap, topic, values):

@@ -48,7 +48,12 @@ RANGE, COOPERATIVE = CLASS_OF["range"], CLASS_OF["cooperative-sticky"]
 
 #: The broker config of these tests: a new group's first rebalance does not wait 3 s for more
 #: members (Kafka's default group.initial.rebalance.delay.ms).
-GROUP_BROKER_CONFIG = {"group.initial.rebalance.delay.ms": "0"}
+GROUP_BROKER_CONFIG = {"group.initial.rebalance.delay.ms": "0",
+                       # KIP-848 members heartbeat every second, not 5 s
+                       "group.consumer.heartbeat.interval.ms": "1000"}
+#: Kafka refuses a heartbeat interval below its minimum (5 s) at start; the embedded broker does
+#: not check the group.consumer.* bounds (docs/groups.md) and takes no config it does not apply.
+KAFKA_GROUP_BROKER_CONFIG = {"group.consumer.min.heartbeat.interval.ms": "1000"}
 #: Bound on every wait for a group to settle or for records to be read.
 GROUP_DEADLINE_S = 60.0
 PARTITIONS = 6
@@ -145,7 +150,8 @@ def _group_broker(name: str, brokers: dict[str, GroupBroker], tmp_path_factory: 
         if not ok:
             pytest.skip(f"target {name} unavailable: {reason}")
         try:
-            target.start(Topology(nodes=1), dict(GROUP_BROKER_CONFIG), tmp_path_factory.mktemp(f"group-{name}"))
+            configs = {**GROUP_BROKER_CONFIG, **(KAFKA_GROUP_BROKER_CONFIG if name != "embedded" else {})}
+            target.start(Topology(nodes=1), configs, tmp_path_factory.mktemp(f"group-{name}"))
         except BaseException:
             target.stop()
             raise
@@ -253,14 +259,17 @@ class Group:
         self.seen: dict[str, str] = {}
 
     def join(self, client: str, strategy: str | None, *, instance_id: str | None = None,
-             session_timeout_ms: int = 6000, label: str | None = None) -> Member:
+             session_timeout_ms: int = 6000, label: str | None = None, protocol: str = "classic") -> Member:
         """Start a driver, create its consumer (no commits, earliest) and subscribe; it polls from
-        then on."""
+        then on. ``protocol="consumer"``: a KIP-848 member (the broker owns its timeouts)."""
         client_id = f"{label or client}-{len(self.members)}-{uuid.uuid4().hex[:4]}"
         proc = self.spawn(client, label=client_id)
         config = {"bootstrap.servers": self.broker.bootstrap, "group.id": self.id, "client.id": client_id,
-                  "auto.offset.reset": "earliest", "enable.auto.commit": "false",
-                  "session.timeout.ms": str(session_timeout_ms), "heartbeat.interval.ms": "500"}
+                  "auto.offset.reset": "earliest", "enable.auto.commit": "false"}
+        if protocol == "consumer":
+            config["group.protocol"] = "consumer"
+        else:
+            config.update({"session.timeout.ms": str(session_timeout_ms), "heartbeat.interval.ms": "500"})
         if strategy is not None:
             config["partition.assignment.strategy"] = strategy
         if instance_id is not None:
@@ -672,3 +681,58 @@ def test_mixed_group_shares_cooperative_sticky(leader, follower, any_broker, gro
     _usable(leader)
     _usable(follower)
     cooperative_third_member(group_of(any_broker), [leader, follower], leader)
+
+
+# -- KIP-848 -----------------------------------------------------------------------------------------
+def _consumer_group(broker: GroupBroker, group: str) -> dict[str, Any]:
+    """ConsumerGroupDescribe v0 at the group's coordinator: state and each member's (client id ->)
+    assigned partitions."""
+    node = broker.target.group_coordinator(group, timeout=10)
+    out = send_request(dict(broker.target.live_addresses())[node], "ConsumerGroupDescribe", 0,
+                       {"group_ids": [group], "include_authorized_operations": False},
+                       retry=("COORDINATOR_LOAD_IN_PROGRESS",))
+    assert out.ok, out.to_dict()
+    [g] = out.data["response"]["groups"]
+    return {"error": g["error_code"], "state": g["group_state"],
+            "members": {m["client_id"]: {p for t in m["assignment"]["topic_partitions"] for p in t["partitions"]}
+                        for m in g["members"]}}
+
+
+def _consumer_group_until(broker: GroupBroker, group: str, holds: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    end = time.monotonic() + GROUP_DEADLINE_S
+    last: dict[str, Any] = {}
+    while time.monotonic() < end:
+        last = _consumer_group(broker, group)
+        if last["error"] == 0 and holds(last):
+            return last
+        time.sleep(0.2)
+    raise AssertionError(f"consumer group {group} never got there in {GROUP_DEADLINE_S} s: {last}")
+
+
+@pytest.mark.parametrize("client", _with("consumer_group_protocol"))
+def test_consumer_protocol_members_share_partitions_and_one_leaves(client, any_broker, group_of):
+    """``group.protocol=consumer`` (registry ``consumer_group_protocol``): two members of the
+    client join a KIP-848 consumer group -- ConsumerGroupDescribe shows both, the broker's
+    assignment covering the topic once -- and read every record between them; one closes (it
+    leaves: a heartbeat with epoch -1), the other is assigned every partition and reads the rest."""
+    _usable(client)
+    g = group_of(any_broker)
+    records = Records(any_broker.bootstrap, g.topic)
+    a = g.join(client, None, protocol="consumer")
+    b = g.join(client, None, protocol="consumer")
+
+    def shared(desc: dict[str, Any]) -> bool:
+        owned = [p for ps in desc["members"].values() for p in ps]
+        return (set(desc["members"]) == {a.client_id, b.client_id} and all(desc["members"].values())
+                and sorted(owned) == list(range(PARTITIONS)))
+    _consumer_group_until(any_broker, g.id, shared)
+    records.write(2)
+    g.read_all(records)
+    b.halt()
+    out = b.proc.call("close", timeout_ms=10_000, deadline_ms=15_000)
+    assert out.ok, f"{client} close: {out.to_dict()}"
+    desc = _consumer_group_until(any_broker, g.id, lambda d: d["members"].get(a.client_id) == set(range(PARTITIONS))
+                                 and set(d["members"]) == {a.client_id})
+    assert desc["state"] == "Stable"
+    records.write(2)
+    g.read_all(records)

@@ -294,6 +294,31 @@ func (d *Driver) consumerConfig(cfg driver.Config) ([]kgo.Opt, error) {
 		opts = append(opts, kgo.Balancers(balancers...))
 		return nil
 	}
+	// KIP-848 (kconform run --group-protocol consumer): franz-go joins a consumer group when
+	// ServerSideBalancer is set and its first balancer is range or (cooperative-)sticky -- its
+	// default [cooperative-sticky] asks the broker for "uniform". group.remote.assignor names
+	// the broker's assignor as Java's consumer does.
+	m["group.protocol"] = func(v string) error {
+		switch strings.ToLower(v) {
+		case "consumer":
+			opts = append(opts, kgo.ServerSideBalancer())
+		case "classic":
+		default:
+			return errors.New("classic or consumer")
+		}
+		return nil
+	}
+	m["group.remote.assignor"] = func(v string) error {
+		switch v {
+		case "uniform":
+			opts = append(opts, kgo.Balancers(kgo.CooperativeStickyBalancer()))
+		case "range":
+			opts = append(opts, kgo.Balancers(kgo.RangeBalancer()))
+		default:
+			return errors.New("uniform or range (the broker's assignors franz-go can ask for)")
+		}
+		return nil
+	}
 	m["group.instance.id"] = func(v string) error {
 		if v == "" {
 			return errors.New("an instance id must be non-empty (Java's InvalidConfigurationException)")
@@ -418,6 +443,12 @@ func (d *Driver) Close(a driver.Args, dl driver.Deadline) (map[string]any, error
 	}
 	if driver.Closes(a, "consumer") && d.consumerOpts != nil {
 		if d.consumer != nil {
+			// A group consumer leaves its group in Close, and the leave waits for a rebalance to be
+			// allowed: with BlockRebalanceOnPoll (subscribe) the rebalance the last poll held back
+			// must be allowed first, or Close blocks forever and the member never leaves (the
+			// process was killed at the close's deadline, its partitions stuck until the session
+			// timed out: cases/eos/consumer_protocol_rebalance).
+			d.consumer.AllowRebalance()
 			d.consumer.Close()
 		}
 		d.consumer, d.consumerOpts = nil, nil
