@@ -17,6 +17,9 @@ client that reads another layout there reads garbage.
 """
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import secrets
 import socket
 import struct
 import time
@@ -55,11 +58,13 @@ class _NoAnswer(Exception):
         self.message = message
 
 
-def _round_trip(address: tuple[str, int], frame: bytes, timeout_s: float) -> bytes:
-    """Send one frame on a fresh connection and read one response frame (size prefix included)."""
+def _round_trip(address: tuple[str, int], frame: bytes, timeout_s: float,
+                sec: security.Security | None = None) -> bytes:
+    """Send one frame on a fresh connection and read one response frame (size prefix included).
+    ``sec``: the credentials to log in with (default: the run's)."""
     try:
         with socket.create_connection(address, timeout=timeout_s) as sock:
-            sec = security.current()
+            sec = sec or security.current()
             if sec.sasl:   # a run over SASL: the raw actor authenticates as the clients do, then sends
                 wire.authenticate(sock, address, sec)
             sock.sendall(frame)
@@ -266,7 +271,8 @@ def _errors(tree: Any) -> list[str]:
 
 def send_request(address: tuple[str, int], api_name: str, version: int, body: dict,
                  timeout_s: float = READ_TIMEOUT_S, *, retry: Collection[str] = (),
-                 edit_frame: Callable[[bytes], bytes] | None = None, attempt_s: float | None = None) -> Outcome:
+                 edit_frame: Callable[[bytes], bytes] | None = None, attempt_s: float | None = None,
+                 sec: security.Security | None = None) -> Outcome:
     """Send one request, decode its response. ok with data: the response's top-level scalar
     fields, `error` (the first non-zero error_code anywhere in it, NONE when there is none),
     `errors` (all of them), `response` (the whole decoded response) and `request` ({api,
@@ -274,7 +280,8 @@ def send_request(address: tuple[str, int], api_name: str, version: int, body: di
 
     `retry`: error names answered again, like a client would, until `timeout_s` is up;
     `attempt_s`: how long one attempt waits for its answer (default: the time left);
-    `edit_frame`: changes the built frame before it is sent (e.g. an unknown tagged field)."""
+    `edit_frame`: changes the built frame before it is sent (e.g. an unknown tagged field);
+    `sec`: the credentials to log in with (default: the run's)."""
     t0 = time.monotonic()
     op = "request"
     try:
@@ -286,18 +293,18 @@ def send_request(address: tuple[str, int], api_name: str, version: int, body: di
     end = t0 + timeout_s
     while True:
         left = max(0.5, end - time.monotonic())
-        out = _exchange(address, api_name, version, frame, min(left, attempt_s or left), t0)
+        out = _exchange(address, api_name, version, frame, min(left, attempt_s or left), t0, sec)
         if not (out.ok and out.data["error"] in retry) or time.monotonic() + RAW_RETRY_BACKOFF_S > end:
             return out
         time.sleep(RAW_RETRY_BACKOFF_S)
 
 
 def _exchange(address: tuple[str, int], api_name: str, version: int, frame: bytes, timeout_s: float,
-              t0: float) -> Outcome:
+              t0: float, sec: security.Security | None = None) -> Outcome:
     op = "request"
     api = API[api_name]
     try:
-        resp = _round_trip(address, frame, timeout_s)
+        resp = _round_trip(address, frame, timeout_s, sec)
     except _NoAnswer as exc:
         return _failure(op, exc.name, exc.message, t0)
     try:
@@ -311,3 +318,18 @@ def _exchange(address: tuple[str, int], api_name: str, version: int, frame: byte
     data.update(error=errors[0] if errors else "NONE", errors=errors, response=tree,
                 request={"api": api_name, "version": version})
     return Outcome(op=op, ok=True, data=data, elapsed_ms=(time.monotonic() - t0) * 1000)
+
+
+def change_scram_password(address: tuple[str, int], sec: security.Security, new_password: str,
+                          timeout_s: float = READ_TIMEOUT_S) -> Outcome:
+    """AlterUserScramCredentials v0 for the run's user and mechanism, logged in with ``sec``:
+    ``new_password`` salted as Kafka's Admin client does (a random salt, 4096 iterations, the
+    mechanism's PBKDF2). The password and the salted password stay in this process: the step's
+    data is the response."""
+    hash_name = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}[sec.mechanism]
+    salt = secrets.token_bytes(16)
+    body = {"deletions": [], "upsertions": [{
+        "name": sec.username, "mechanism": 1 if hash_name == "sha256" else 2, "iterations": 4096,
+        "salt": salt.hex(), "salted_password": hashlib.pbkdf2_hmac(hash_name, new_password.encode(), salt, 4096).hex()}]}
+    return dataclasses.replace(send_request(address, "AlterUserScramCredentials", 0, body, timeout_s, sec=sec),
+                               op="change_run_password")

@@ -42,6 +42,7 @@ from typing import Callable
 from ..config import BrokerConfig
 from ..protocol.errors import Errors, KafkaError
 from .durable_file import replace_durably
+from .scram import ScramCredentials
 from .metadata_image import NO_LEADER, BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
 from .topic_admin import alter_broker_defaults, alter_topic_configs, new_partition_replicas
 from .topics import validate_topic_name
@@ -396,3 +397,16 @@ class QuorumController:
         new.leader_epoch += 1
         self._apply(topic, index, new)
         return Errors.NONE, None
+    # ================================================================== SCRAM credentials
+    def alter_user_scram_credentials(self, deletions, upsertions, now: float):
+        """AlterUserScramCredentials (Kafka's ScramControlManager): the valid changes in one step;
+        None without a quorum (nothing can be committed)."""
+        if not self.has_quorum(now):
+            return None
+        credentials = ScramCredentials()
+        credentials.load_changes(self.image.scram)
+        results = credentials.alter(deletions, upsertions)
+        if any(r.error == Errors.NONE for r in results):
+            self.image.scram = credentials.changes_to_list()
+            self._commit("SCRAM credentials of " + ", ".join(sorted({r.user for r in results if r.error == Errors.NONE})))
+        return results

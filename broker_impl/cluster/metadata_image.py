@@ -68,6 +68,9 @@ class MetadataImage:
     next_producer_id: int = 0
     #: The cluster-wide dynamic broker configs (Kafka's ConfigRecords of the BROKER resource "").
     broker_defaults: dict[str, str] = field(default_factory=dict)
+    #: SCRAM credentials (UserScramCredentialRecord / RemoveUserScramCredentialRecord), in
+    #: cluster/scram's JSON form
+    scram: list[dict] = field(default_factory=list)
 
     # ------------------------------------------------------------------ questions
     def alive_brokers(self) -> list[BrokerRegistration]:
@@ -85,6 +88,7 @@ class MetadataImage:
             "offset": self.offset,
             "next_producer_id": self.next_producer_id,
             "broker_defaults": self.broker_defaults,
+            "scram": self.scram,
             "brokers": [asdict(b) for _, b in sorted(self.brokers.items())],
             "topics": [{"name": t.name, "topic_id": t.topic_id.hex(), "configs": t.configs,
                         "partitions": [asdict(p) for p in t.partitions]}
@@ -94,7 +98,7 @@ class MetadataImage:
     @classmethod
     def from_dict(cls, d: dict) -> "MetadataImage":
         img = cls(offset=d["offset"], next_producer_id=d.get("next_producer_id", 0),
-                  broker_defaults=dict(d.get("broker_defaults") or {}))
+                  broker_defaults=dict(d.get("broker_defaults") or {}), scram=d.get("scram", []))
         for b in d["brokers"]:
             reg = BrokerRegistration(**b)
             img.brokers[reg.broker_id] = reg

@@ -22,8 +22,8 @@ Kafka's rules, from SaslServerAuthenticator and the SocketServer's Processor (ap
   credentials with SASL mechanism SCRAM-SHA-512"), sent ``connection.failed.authentication.delay.ms``
   after the failure, then the connection is closed. No handler ever sees the connection's other
   requests.
-- ``connections.max.reauth.ms`` > 0 (KIP-368): the successful SaslAuthenticate says
-  ``session_lifetime_ms``; once the session has expired, any request but a SaslHandshake closes
+- ``connections.max.reauth.ms`` > 0, or a credential that expires (OAUTHBEARER's token; the
+  smaller of the two) (KIP-368): the successful SaslAuthenticate says ``session_lifetime_ms``; once the session has expired, any request but a SaslHandshake closes
   the connection; a SaslHandshake on the authenticated connection (at most one a second) begins
   re-authentication with the same mechanism and the same principal, else the connection is closed
   ("Cannot change principals during re-authentication from User.alice: User.bob").
@@ -31,13 +31,17 @@ Kafka's rules, from SaslServerAuthenticator and the SocketServer's Processor (ap
   "authentication".
 
 The principal (``User:NAME``) is the SASL authorization id; the connection records it on every
-RequestContext it builds.
+RequestContext it builds. Credentials are read when an exchange names its user, so a password
+changed by AlterUserScramCredentials counts from the next (re-)authentication. A mechanism
+server that fails the way Kafka's throws an unexpected exception (``SaslServerError``) closes
+the connection without an answer.
 """
 
 from __future__ import annotations
 
 import re
 import struct
+import time
 from typing import Awaitable, Callable, NoReturn
 
 import trio
@@ -47,7 +51,7 @@ from ..protocol.codegen import ProtocolError
 from ..protocol.errors import Errors
 from ..protocol.messages import API, REQUEST_HEADER
 from .listeners import ANONYMOUS, Listener, sasl_enabled_mechanisms
-from .sasl_mechanisms import CredentialStore, SaslAuthenticationFailed, new_server
+from .sasl_mechanisms import CredentialStore, SaslAuthenticationFailed, SaslServerError, new_server
 
 _HDR = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
@@ -102,11 +106,12 @@ class SaslServerAuthenticator(Authenticator):
     COMPLETE = "COMPLETE"
 
     def __init__(self, users: SaslUsers, dispatch: Callable[[bytes], Awaitable[bytes | None]],
-                 clock=trio.current_time):
+                 clock=trio.current_time, wall_clock=time.time):
         super().__init__(ANONYMOUS)
         self.users = users
         self.dispatch = dispatch          # the connection's own handling of a frame (ApiVersions)
         self.clock = clock
+        self.wall_clock = wall_clock      # a token's exp is wall-clock time
         self.state = self.HANDSHAKE_OR_VERSIONS_REQUEST
         self.mechanism: str | None = None
         self.server = None
@@ -218,13 +223,16 @@ class SaslServerAuthenticator(Authenticator):
             token = self.server.evaluate(bytes(req.auth_bytes))
             if self.server.complete:
                 self._check_principal()
+        except SaslServerError as exc:
+            raise AuthenticationClose(f"the SASL server failed: {exc}") from None
         except SaslAuthenticationFailed as exc:
             message = self._client_message(exc)
             resp = R(error_code=Errors.SASL_AUTHENTICATION_FAILED, error_message=message, auth_bytes=b"",
                      session_lifetime_ms=0)
             await self._fail(send, api.response_frame(version, correlation_id, resp), message)
         lifetime_ms = self._complete() if self.server.complete else 0
-        resp = R(error_code=Errors.NONE, error_message=None, auth_bytes=token, session_lifetime_ms=lifetime_ms)
+        # Kafka's SaslAuthenticateResponseData leaves ErrorMessage at its default, "" (measured)
+        resp = R(error_code=Errors.NONE, error_message="", auth_bytes=token, session_lifetime_ms=lifetime_ms)
         await send(api.response_frame(version, correlation_id, resp))
 
     async def _raw_token(self, frame: bytes, send) -> None:
@@ -232,6 +240,8 @@ class SaslServerAuthenticator(Authenticator):
             token = self.server.evaluate(frame[4:])
             if self.server.complete:
                 self._check_principal()
+        except SaslServerError as exc:
+            raise AuthenticationClose(f"the SASL server failed: {exc}") from None
         except SaslAuthenticationFailed as exc:
             await self._fail(send, None, self._client_message(exc))
         if self.server.complete:
@@ -251,15 +261,24 @@ class SaslServerAuthenticator(Authenticator):
             raise SaslAuthenticationFailed(f"Cannot change principals during re-authentication from {before}: {after}")
 
     def _complete(self) -> int:
-        """The exchange succeeded: the principal, and the session's lifetime in ms (0: none)."""
+        """The exchange succeeded: the principal, and the session's lifetime in ms (0: none) --
+        Kafka's ReauthInfo: ``connections.max.reauth.ms``, bounded by the credential's own
+        expiry when the mechanism has one (OAUTHBEARER's token ``exp``), which sets a lifetime
+        even without ``connections.max.reauth.ms``."""
         self.principal = "User:" + self.server.authorization_id
         self.state = self.COMPLETE
         self.reauthenticating = False
-        lifetime_s = self.users.max_reauth_s
-        if lifetime_s > 0:
-            self.session_expires_at = self.clock() + lifetime_s
-            return int(lifetime_s * 1000)
-        return 0
+        max_reauth_ms = int(self.users.max_reauth_s * 1000)
+        expires_ms = getattr(self.server, "credential_expiration_ms", None)
+        if expires_ms is None and max_reauth_ms <= 0:
+            self.session_expires_at = None
+            return 0
+        lifetime_ms = max_reauth_ms
+        if expires_ms is not None:
+            left_ms = max(0, expires_ms - int(self.wall_clock() * 1000))
+            lifetime_ms = left_ms if max_reauth_ms <= 0 else min(left_ms, max_reauth_ms)
+        self.session_expires_at = self.clock() + lifetime_ms / 1000
+        return lifetime_ms
 
     async def _fail(self, send, response: bytes | None, reason: str) -> NoReturn:
         """Kafka's failed authentication: the answer (if any) after the delay, then the close."""

@@ -44,6 +44,7 @@ from ..protocol.errors import Errors
 from .add_partitions_manager import AddPartitionsToTxnManager
 from .authenticator import SaslUsers
 from ..cluster.authorizer import StandardAuthorizer
+from ..cluster.scram import ScramCredentials
 from .broker_lifecycle import CONTROLLED_SHUTDOWN_RECHECK_S, BrokerLifecycleManager, ControllerUnavailable
 from .connection import LocalRequests, serve_connection
 from .controller_server import ControllerServer
@@ -90,6 +91,11 @@ class Broker:
             raise ConfigError("a broker of a cluster serves PLAINTEXT listeners only: its replication "
                               "and controller connections do not speak TLS or SASL")
         self.sasl_users = SaslUsers(config) if any(x.sasl for x in self.listeners) else None
+        #: SCRAM credentials (AlterUserScramCredentials changes them): a cluster's come with its
+        #: metadata image, a one-node broker keeps its own
+        self.scram_credentials = self.sasl_users.store.scram_credentials if self.sasl_users else ScramCredentials()
+        if not self.is_cluster:
+            self.scram_credentials.open_file(self.data_dir)
         self.authorizer = StandardAuthorizer.from_config(config, self.data_dir, self.is_cluster)
         self.replica_manager = ReplicaManager(self)
         self.topics = TopicRegistry(self.data_dir, lambda d, c: _open_partition_log(d, c, config),

@@ -120,6 +120,7 @@ class BrokerLifecycleManager:
                     image = MetadataImage.from_dict(msg["image"])
                     if image.offset > self.applied_offset:
                         self.broker.replica_manager.apply_image(image)
+                        self.broker.scram_credentials.load_changes(image.scram)
                         self.applied_offset = image.offset
                     if self.fenced:
                         self._beat_now.set()

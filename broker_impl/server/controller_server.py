@@ -145,6 +145,15 @@ class ControllerServer:
                 reply.update(error=int(err), partition=None if reg is None else reg.__dict__)
             elif op == "elect_leaders":
                 reply.update(self._elect_leaders(msg["preferred"], msg["topics"], now))
+            elif op == "alter_user_scram_credentials":
+                results = c.alter_user_scram_credentials(
+                    [tuple(d) for d in msg["deletions"]],
+                    [(n, m, i, bytes.fromhex(salt), bytes.fromhex(salted)) for n, m, i, salt, salted in msg["upsertions"]],
+                    now)
+                if results is None:
+                    reply.update(error=int(Errors.REQUEST_TIMED_OUT))
+                else:
+                    reply.update(error=0, results=[[r.user, int(r.error), r.message] for r in results])
             elif op == "allocate_producer_ids":
                 err, first, size = c.allocate_producer_ids(msg["broker_id"], msg["broker_epoch"], now)
                 reply.update(error=int(err), first=first, size=size)

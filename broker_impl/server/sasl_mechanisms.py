@@ -21,20 +21,24 @@ SaslServerAuthenticator sends a fixed message naming the mechanism only
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import hmac
+import json
 import re
 import secrets
+import time
 from dataclasses import dataclass
 
 PLAIN = "PLAIN"
 SCRAM_SHA_256 = "SCRAM-SHA-256"
 SCRAM_SHA_512 = "SCRAM-SHA-512"
+OAUTHBEARER = "OAUTHBEARER"
 
 #: Kafka's ScramMechanism: the hash, and the fewest iterations a credential may have.
 SCRAM_HASHES = {SCRAM_SHA_256: "sha256", SCRAM_SHA_512: "sha512"}
 SCRAM_MIN_ITERATIONS = 4096
-SUPPORTED = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512)
+SUPPORTED = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512, OAUTHBEARER)
 
 
 class SaslAuthenticationFailed(Exception):
@@ -45,6 +49,11 @@ class SaslAuthenticationFailed(Exception):
     def __init__(self, message: str, generic: bool = False):
         super().__init__(message)
         self.generic = generic
+
+
+class SaslServerError(Exception):
+    """Kafka's mechanism server throws something that is neither kind of failure (a bug of
+    Kafka's, reproduced): the connection is closed without an answer."""
 
 
 def secure_random_string() -> str:
@@ -96,12 +105,17 @@ class ScramCredential:
 
 
 class CredentialStore:
-    """Users from ``kconform.sasl.users``: PLAIN passwords and SCRAM credentials per mechanism."""
+    """Users from ``kconform.sasl.users``: PLAIN passwords and SCRAM credentials per mechanism
+    (the latter changed by AlterUserScramCredentials: cluster/scram)."""
 
     def __init__(self, users: dict[str, str], mechanisms: list[str]):
+        from ..cluster.scram import ScramCredentials   # it builds on this module's SCRAM formulas
+
         self._plain = dict(users) if PLAIN in mechanisms else {}
-        self._scram = {m: {u: ScramCredential.generate(m, p) for u, p in users.items()}
-                       for m in mechanisms if m in SCRAM_HASHES}
+        #: the config's users under what AlterUserScramCredentials changed since (the broker's
+        #: ``scram_credentials``): read at each authentication, so a change counts from the next
+        self.scram_credentials = ScramCredentials(
+            {(m, u): ScramCredential.generate(m, p) for m in mechanisms if m in SCRAM_HASHES for u, p in users.items()})
 
     @staticmethod
     def parse_users(value: str) -> dict[str, str]:
@@ -121,7 +135,7 @@ class CredentialStore:
         return expected is not None and ok
 
     def scram(self, mechanism: str, user: str) -> ScramCredential | None:
-        return self._scram.get(mechanism, {}).get(user)
+        return self.scram_credentials.get(mechanism, user)
 
 
 class PlainServer:
@@ -243,5 +257,125 @@ class ScramServer:
         return b"v=" + base64.b64encode(signature)
 
 
+class OAuthBearerServer:
+    """Kafka's OAuthBearerSaslServer with its default validator for brokers,
+    OAuthBearerUnsecuredValidatorCallbackHandler: unsigned JWTs (RFC 7628's client initial
+    response, then RFC 7515's compact form ``header.claims.`` with ``"alg":"none"``), read from
+    apache/kafka 4.x (OAuthBearerClientInitialResponse, OAuthBearerUnsecuredJws,
+    OAuthBearerValidationUtils) with its defaults: principal claim ``sub``, no required scope, no
+    clock skew.
+
+    - A client first message Kafka's pattern does not match (``n,[a=authzid],^Aauth=Bearer
+      TOKEN^A[key=value^A]*^A``), an ``auth`` missing or not ``Bearer TOKEN``, or an extension
+      named ``auth``: a SaslException (the generic failure message).
+    - A token that does not validate -- not three dot-separated parts with an empty signature, a
+      part that is no base64 (Java's basic decoder: ``-`` and ``_`` are refused) or no JSON
+      object, ``alg`` not ``none``, no numeric ``exp``, a blank or non-string ``sub``, ``exp`` at
+      or before now, an ``iat`` after now, ``exp`` not after ``iat`` -- is answered, without
+      failing yet, with the challenge ``{"status":"invalid_token"}``; the client then sends
+      one byte 0x01 and the exchange fails with that JSON as the message.
+    - Closed without an answer (Kafka throws something else: ``SaslServerError``): a scheme
+      other than Bearer (Kafka formats its message with a group of the wrong matcher), a JWS
+      header without ``alg`` (a NullPointerException; an empty header part reads as one).
+    - An authorization id other than ``sub``: "Authentication failed: Client requested an
+      authorization id (A) that is different from the token's principal name (P)".
+    - Success: the principal is ``sub``; ``credential_expiration_ms`` (``exp``) bounds the
+      session (SaslServerAuthenticator: the smaller of it and connections.max.reauth.ms).
+    """
+
+    mechanism = OAUTHBEARER
+    INVALID_TOKEN = '{"status":"invalid_token"}'
+    _SEP = "\x01"
+    _KVPAIRS = r"(?:[A-Za-z]+=[\x21-\x7e \t\r\n]+\x01)*"
+    _CLIENT_FIRST = re.compile(rf"n,(?:a=(?P<authzid>{_SASLNAME}))?,\x01(?P<kvpairs>{_KVPAIRS})\x01", re.S)
+    _AUTH = re.compile(r"(?P<scheme>\w+) +(?P<token>[-_.a-zA-Z0-9]+)")
+
+    def __init__(self, store: CredentialStore | None = None, clock=time.time):
+        self.clock = clock
+        self.complete = False
+        self.authorization_id: str | None = None
+        self.credential_expiration_ms: int | None = None
+        self._error: str | None = None
+
+    def evaluate(self, token: bytes) -> bytes:
+        if token == b"\x01" and self._error is not None:
+            raise SaslAuthenticationFailed(self._error)
+        self._error = None
+        message = token.decode("utf-8", errors="replace")
+        m = self._CLIENT_FIRST.fullmatch(message)
+        if m is None:
+            raise SaslAuthenticationFailed("Invalid OAUTHBEARER client first message", generic=True)
+        pairs = dict(p.split("=", 1) for p in m["kvpairs"].split(self._SEP) if p)
+        auth = pairs.pop("auth", None)
+        if auth is None:
+            raise SaslAuthenticationFailed("Invalid OAUTHBEARER client first message: 'auth' not specified",
+                                           generic=True)
+        a = self._AUTH.fullmatch(auth)
+        if a is None:
+            raise SaslAuthenticationFailed("Invalid OAUTHBEARER client first message: invalid 'auth' format",
+                                           generic=True)
+        if a["scheme"].lower() != "bearer":
+            # Kafka formats its message with a group of the wrong matcher: IllegalArgumentException
+            raise SaslServerError(f"Invalid scheme in OAUTHBEARER client first message: {a['scheme']}")
+        claims = self._validate(a["token"])
+        if claims is None:
+            self._error = self.INVALID_TOKEN
+            return self._error.encode("utf-8")
+        principal = claims["sub"]
+        authzid = m["authzid"] or ""
+        if authzid and authzid != principal:
+            raise SaslAuthenticationFailed(
+                f"Authentication failed: Client requested an authorization id ({authzid}) that is different "
+                f"from the token's principal name ({principal})")
+        self.authorization_id = principal
+        self.credential_expiration_ms = round(claims["exp"] * 1000)
+        self.complete = True
+        return b""
+
+    def _validate(self, token: str) -> dict | None:
+        """The token's claims, or None when Kafka's unsecured validator refuses it."""
+        if ".." in token:
+            return None
+        parts = token.split(".")   # as Kafka's: Java's split, plus the empty part after a final '.'
+        if len(parts) != 3 or parts[2] != "":
+            return None
+        try:
+            header, claims = (self._json_object(p) for p in parts[:2])
+        except ValueError:
+            return None
+        if "alg" not in header:   # Kafka: Objects.requireNonNull, a NullPointerException
+            raise SaslServerError("JWS header must have an Algorithm value")
+        if header["alg"] != "none":   # a JSON null is Jackson's text "null" there
+            return None
+        exp, iat, sub = claims.get("exp"), claims.get("iat"), claims.get("sub")
+        number = (int, float)
+        if not isinstance(exp, number) or isinstance(exp, bool) or not isinstance(sub, str) or not sub.strip():
+            return None
+        if iat is not None and (not isinstance(iat, number) or isinstance(iat, bool)):
+            return None
+        now_ms = self.clock() * 1000
+        exp_ms = round(exp * 1000)
+        if now_ms >= exp_ms:
+            return None
+        if iat is not None and (round(iat * 1000) > now_ms or exp_ms <= round(iat * 1000)):
+            return None
+        return claims
+
+    @staticmethod
+    def _json_object(part: str) -> dict:
+        """Kafka's toMap: Java's basic base64 decoder, then Jackson; empty content and any JSON
+        but an object are no members (not a failure); ValueError: "malformed"."""
+        if not re.fullmatch(r"[A-Za-z0-9+/]*={0,2}", part):
+            raise ValueError("not Java's basic base64")
+        try:
+            raw = base64.b64decode(part + "=" * (-len(part) % 4), validate=True)
+            value = json.loads(raw) if raw.strip() else {}
+        except (binascii.Error, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(str(exc)) from None
+        return value if isinstance(value, dict) else {}
+
+
 def new_server(mechanism: str, store: CredentialStore):
+    if mechanism == OAUTHBEARER:
+        return OAuthBearerServer(store)
     return PlainServer(store) if mechanism == PLAIN else ScramServer(mechanism, store)

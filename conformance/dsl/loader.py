@@ -534,6 +534,8 @@ class _Steps:
             allowed = m.RAW_OPS[op]
             if op == "request":
                 _raw_request(v, s, p)
+            if op == "change_run_password" and s.get("password") not in ("new", "original"):
+                v.fail(f"{p}.password", "new or original", s.get("password"))
         else:
             if actor not in actors:
                 v.fail(f"{p}.actor", f"an actor declared under `actors` {sorted(actors)}", actor)

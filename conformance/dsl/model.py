@@ -61,6 +61,10 @@ RAW_OPS: dict[str, frozenset[str]] = {
     # "Not ready yet" answers (COORDINATOR_LOAD_IN_PROGRESS, NOT_LEADER_OR_FOLLOWER, ...) are
     # retried within timeout_ms like a client would; `retry: [NAMES]` replaces that list.
     "request": frozenset({"api", "version", "body", "timeout_ms", "retry", "broker"}),
+    # A run over SASL only: AlterUserScramCredentials gives the run's user a new random password
+    # (`password: new`) or its own back (`password: original`). Only this op knows the new one:
+    # drivers and raw requests keep logging in with the run's, so a new connection is refused.
+    "change_run_password": frozenset({"password", "broker"}),
 }
 
 #: Error expectations a step may state besides names.

@@ -8,6 +8,8 @@ a check that the record matches the case's expectation.
 """
 from __future__ import annotations
 
+import dataclasses
+import secrets
 import threading
 import time
 from dataclasses import dataclass, field
@@ -20,7 +22,8 @@ from conformance.clients import DriverStartError, Outcome
 from conformance.targets import Target
 
 from ..dsl.model import Case, Step
-from ..raw import RAW_RETRY, RequestError, namespace_body, send_frame, send_request
+from .. import security
+from ..raw import RAW_RETRY, RequestError, change_scram_password, namespace_body, send_frame, send_request
 from ..refs import RefError, dig, resolve, step_lookup
 from ..results import Check, NotApplicable, TargetCrashed
 from .actors import Actors
@@ -81,6 +84,9 @@ class CaseRun:
         self.data_by_id: dict[str, dict] = {}
         self.captures: dict[str, Any] = {}
         self.t0 = time.monotonic()
+        #: the run user's password after a change_run_password step (None: the run's own),
+        #: known to that step only
+        self._raw_password: str | None = None
         #: Set while a fault step acts on nodes (a killed node is marked down just after it died).
         self._in_fault = False
         #: Why the target's process ended during a step (the watcher saw it), else None.
@@ -135,6 +141,10 @@ class CaseRun:
         for step in steps:
             if step.kind == "repeat":
                 self._require_raw_apis(step.body)
+            elif (step.kind == "op" and step.actor == "raw" and step.op == "change_run_password"
+                  and not security.current().sasl):
+                raise NotApplicable("the case changes the run user's SCRAM password: a run over SASL only "
+                                    "(--security sasl_plaintext)")
             elif step.kind == "op" and step.actor == "raw" and step.op == "request" and step.runs_for(self.client):
                 version = step.args.get("version")
                 if isinstance(version, int) and step.args.get("api") in API:
@@ -369,6 +379,8 @@ class CaseRun:
                     return Outcome.failure(step.op, "NETWORK_EXCEPTION", f"node {node} ({step.broker.describe()}) is down")
             if step.op == "request":
                 return self._raw_request(step, address)
+            if step.op == "change_run_password":
+                return self._change_run_password(step, address)
             return send_frame(address, step.args)
         if step.op == "crash":
             self.actors.crash(step.actor)
@@ -417,6 +429,19 @@ class CaseRun:
         return send_request(address, args["api"], int(args["version"]), body,
                             timeout_s=int(args.get("timeout_ms", 5000)) / 1000,
                             retry=set(args.get("retry", RAW_RETRY)))
+
+    def _change_run_password(self, step: Step, address: tuple[str, int]) -> Outcome:
+        """AlterUserScramCredentials for the run's user, logged in with its current password;
+        every other connection of the run (drivers, raw requests) keeps logging in with the
+        run's own, so they are refused until `password: original` gives it back."""
+        run = security.current()
+        original = step.args["password"] == "original"
+        new = run.password if original else secrets.token_urlsafe(18)
+        login = run if self._raw_password is None else dataclasses.replace(run, password=self._raw_password)
+        out = change_scram_password(address, login, new)
+        if out.ok and out.data.get("error") == "NONE":
+            self._raw_password = None if original else new
+        return out
 
     def _send_many(self, proc, args: dict, deadline: int) -> Outcome:
         t0 = time.monotonic()

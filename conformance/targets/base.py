@@ -372,6 +372,8 @@ class Target(abc.ABC):
         for node_id, address in self.live_addresses():
             try:
                 wire.api_versions(address, timeout=self.health_timeout)
+            except wire.AuthenticationFailed:
+                continue   # it answered (a case changed the run's password: change_run_password)
             except wire.WireError as exc:
                 return f"node {node_id} does not answer ApiVersions within {self.health_timeout:.0f} s ({exc})"
         return None

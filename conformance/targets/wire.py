@@ -53,6 +53,10 @@ class WireError(Exception):
     """A request could not be completed (connection refused or reset, timeout, short read)."""
 
 
+class AuthenticationFailed(WireError):
+    """The node answered, refusing the run's credentials (SASL_AUTHENTICATION_FAILED): it is up."""
+
+
 @dataclass(frozen=True)
 class ApiVersions:
     """What one node said in ApiVersions: api key -> (min, max), and its finalized features."""
@@ -128,7 +132,7 @@ def authenticate(sock: socket.socket, address: tuple[str, int], sec: security.Se
     def step(token: bytes) -> bytes:
         resp = _exchange(sock, address, SaslAuthenticateRequest(auth_bytes=token), SaslAuthenticateResponse, 2)
         if resp.error_code:
-            raise WireError(f"{address[0]}:{address[1]}: SaslAuthenticate failed with error code "
+            raise AuthenticationFailed(f"{address[0]}:{address[1]}: SaslAuthenticate failed with error code "
                             f"{resp.error_code}: {resp.error_message}")
         return resp.auth_bytes
 

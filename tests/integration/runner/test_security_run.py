@@ -77,3 +77,30 @@ def test_a_run_over_sasl_authenticates_every_client_and_writes_no_password(tmp_p
         names = [json.loads(line).get("api_name") for line in transcript.read_text().splitlines()]
         assert names.count("SaslAuthenticate") >= 4, (row.client, names[:10])
     assert secret_leaks(results, sec.password) == []
+
+
+def test_a_changed_password_is_written_nowhere_either(tmp_path, monkeypatch):
+    """cases/security/scram_password_changed_mid_transaction gives the run's user a second
+    password mid-run (change_run_password): neither it nor the run's own lands in the results."""
+    if not CLIENTS["confluent"].availability()[0]:
+        pytest.skip("confluent-kafka is not available")
+    import types
+
+    from conformance.runner import case_run
+    changed = "kconform-changed-" + "x7Qp2" * 4
+    made = []
+
+    def token_urlsafe(n: int) -> str:
+        made.append(n)
+        return changed
+
+    monkeypatch.setattr(case_run, "secrets", types.SimpleNamespace(token_urlsafe=token_urlsafe))
+    sec = Security.generate("sasl_plaintext")
+    results = tmp_path / "results"
+    rows = run(RunOptions(targets=["embedded"], clients=["confluent"],
+                          cases=load_cases(["security/scram_password_changed_mid_transaction"]),
+                          results_dir=results, proxy="auto", jobs=1, security=sec))
+    assert [r.verdict.value for r in rows] == ["pass"], [r.reason for r in rows]
+    assert made == [18]   # the case's password: new step made it here
+    assert secret_leaks(results, changed) == []
+    assert secret_leaks(results, sec.password) == []

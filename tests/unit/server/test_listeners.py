@@ -31,7 +31,7 @@ def test_named_listeners_map_to_protocols():
 
 @pytest.mark.parametrize("values", [
     {"listeners": "SASL_PLAINTEXT://127.0.0.1:0"},                                  # GSSAPI, Kafka's default
-    {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "OAUTHBEARER"},
+    {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "GSSAPI,OAUTHBEARER"},
     {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN",
      "kconform.sasl.users": "alice"},                                                # no password
     {"listeners": "PLAINTEXT://0.0.0.0:9092"},                                       # not loopback

@@ -17,7 +17,7 @@ from broker_impl.server.sasl_mechanisms import (CredentialStore, PlainServer, Sa
 
 def _store_with(mechanism: str, user: str, credential: ScramCredential) -> CredentialStore:
     store = CredentialStore({}, [])
-    store._scram = {mechanism: {user: credential}}
+    store.scram_credentials.base[(mechanism, user)] = credential
     return store
 
 
