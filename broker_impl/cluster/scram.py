@@ -28,15 +28,72 @@ Kafka's answers, read from ScramControlManager.alterCredentials and ScramImage.d
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..protocol.errors import Errors
 from .durable_file import replace_durably
-from ..server.sasl_mechanisms import (SCRAM_HASHES, SCRAM_MIN_ITERATIONS, SCRAM_SHA_256, SCRAM_SHA_512,
-                                      ScramCredential, client_key, server_key, stored_key)
 from ..coordinators.partitioner import java_string_hash
+
+SCRAM_SHA_256 = "SCRAM-SHA-256"
+SCRAM_SHA_512 = "SCRAM-SHA-512"
+#: Kafka's ScramMechanism: the hash, and the fewest iterations a credential may have.
+SCRAM_HASHES = {SCRAM_SHA_256: "sha256", SCRAM_SHA_512: "sha512"}
+SCRAM_MIN_ITERATIONS = 4096
+
+
+def secure_random_string() -> str:
+    """Kafka's ScramFormatter.secureRandomString: a 130-bit random number in base 36 (nonces, salts)."""
+    n = secrets.randbits(130)
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = []
+    while n:
+        n, r = divmod(n, 36)
+        out.append(digits[r])
+    return "".join(reversed(out)) or "0"
+
+
+# -- SCRAM's formulas (RFC 5802 section 3) --------------------------------------------------
+def salted_password(hash_name: str, password: str, salt: bytes, iterations: int) -> bytes:
+    return hashlib.pbkdf2_hmac(hash_name, password.encode("utf-8"), salt, iterations)
+
+
+def scram_hmac(hash_name: str, key: bytes, data: bytes) -> bytes:
+    return hmac.new(key, data, hash_name).digest()
+
+
+def client_key(hash_name: str, salted: bytes) -> bytes:
+    return scram_hmac(hash_name, salted, b"Client Key")
+
+
+def stored_key(hash_name: str, key: bytes) -> bytes:
+    return hashlib.new(hash_name, key).digest()
+
+
+def server_key(hash_name: str, salted: bytes) -> bytes:
+    return scram_hmac(hash_name, salted, b"Server Key")
+
+
+@dataclass(frozen=True)
+class ScramCredential:
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+    @classmethod
+    def generate(cls, mechanism: str, password: str, iterations: int = SCRAM_MIN_ITERATIONS,
+                 salt: bytes | None = None) -> "ScramCredential":
+        h = SCRAM_HASHES[mechanism]
+        salt = secure_random_string().encode("ascii") if salt is None else salt
+        salted = salted_password(h, password, salt, iterations)
+        return cls(salt, stored_key(h, client_key(h, salted)), server_key(h, salted), iterations)
+
+
 
 #: Kafka's ScramMechanism.type() and ScramControlManager.MAX_ITERATIONS
 MECHANISM_TYPES = {1: SCRAM_SHA_256, 2: SCRAM_SHA_512}

@@ -8,6 +8,7 @@ state or raise KafkaError with Kafka's error and message; the caller applies and
 from __future__ import annotations
 
 from ..protocol.errors import Errors, KafkaError
+from ..log.config import TOPIC_DEFAULTS
 from .topics import validate_topic_name
 
 # IncrementalAlterConfigs' OpType
@@ -104,7 +105,7 @@ def _list_of(*choices):
     return check
 
 
-#: Kafka's LogConfig validators of the topic configs (the type is in handlers/configs.TOPIC_DEFAULTS)
+#: Kafka's LogConfig validators of the topic configs (the type is in log/config.TOPIC_DEFAULTS)
 VALIDATORS = {
     "cleanup.policy": _list_of("compact", "delete"),
     "compression.type": _one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
@@ -182,7 +183,6 @@ def validate_topic_configs(configs: dict[str, str], known: dict[str, tuple], val
 def topic_default(config, name: str) -> str | None:
     """A topic config's value when the topic has none of its own: the broker config that
     supplies it, else Kafka's default."""
-    from ..handlers.configs import TOPIC_DEFAULTS
     bkey, fallback, _ctype = TOPIC_DEFAULTS.get(name, (None, None, None))
     return config.values.get(bkey, fallback) if bkey else fallback
 
@@ -192,7 +192,6 @@ def alter_topic_configs(config, name: str, current: dict[str, str], ops: list[tu
     """Topic ``name``'s own configs after IncrementalAlterConfigs (``ops``) or AlterConfigs
     (``replace``: the whole new set, as the legacy API means it), validated
     (ControllerConfigurationValidator: the name first, then LogConfig); raises KafkaError."""
-    from ..handlers.configs import TOPIC_DEFAULTS
     if not name:
         raise KafkaError(Errors.INVALID_REQUEST, "Default topic resources are not allowed.")
     validate_topic_name(name)
@@ -237,7 +236,6 @@ def incremental_alter(current: dict[str, str], ops: list[tuple[str, int, str | N
 def broker_default_keys() -> dict[str, str]:
     """The broker configs this broker changes at run time: those that supply a topic config's
     default (Kafka's DynamicLogConfig), broker key -> topic config name."""
-    from ..handlers.configs import TOPIC_DEFAULTS
     return {bkey: name for name, (bkey, _fallback, _ctype) in TOPIC_DEFAULTS.items() if bkey}
 
 
@@ -246,7 +244,6 @@ def alter_broker_defaults(static: dict[str, str], current: dict[str, str],
     """The cluster-wide dynamic broker configs (the BROKER resource "") after ``ops``: only the
     defaults of topic configs, validated as the topic configs are; a bad value is
     INVALID_REQUEST, as Kafka's ConfigAdminManager answers it (KAFKA-13609)."""
-    from ..handlers.configs import TOPIC_DEFAULTS
     keys = broker_default_keys()
     other = [name for name, _op, _value in ops if name not in keys]
     if other:

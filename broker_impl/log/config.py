@@ -12,6 +12,49 @@ from typing import Any, Mapping
 
 LONG_MAX = (1 << 63) - 1
 
+# Kafka's ConfigType values (DescribeConfigs v3+)
+BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 1, 2, 3, 5, 6, 7
+
+#: Every topic config of Kafka 4.3.1, as its DescribeConfigs lists them for a new topic (measured; here,
+#: beside the settings the storage layer obeys, so that the controller's validation and DescribeConfigs
+#: share it): name -> (the broker config that supplies its default, or None; the default when
+#: there is none or the broker config is not set; Kafka's config type).
+TOPIC_DEFAULTS = {
+    "cleanup.policy": ("log.cleanup.policy", "delete", LIST),
+    "compression.type": ("compression.type", "producer", STRING),
+    "compression.gzip.level": (None, "-1", INT),
+    "compression.lz4.level": (None, "9", INT),
+    "compression.zstd.level": (None, "3", INT),
+    "delete.retention.ms": (None, "86400000", LONG),
+    "file.delete.delay.ms": (None, "60000", LONG),
+    "flush.messages": ("log.flush.interval.messages", None, LONG),
+    "flush.ms": ("log.flush.interval.ms", None, LONG),
+    "follower.replication.throttled.replicas": (None, "", LIST),
+    "index.interval.bytes": ("log.index.interval.bytes", None, INT),
+    "leader.replication.throttled.replicas": (None, "", LIST),
+    "local.retention.bytes": (None, "-2", LONG),
+    "local.retention.ms": (None, "-2", LONG),
+    "max.compaction.lag.ms": (None, "9223372036854775807", LONG),
+    "max.message.bytes": ("message.max.bytes", None, INT),
+    "message.timestamp.after.max.ms": (None, "3600000", LONG),
+    "message.timestamp.before.max.ms": (None, "9223372036854775807", LONG),
+    "message.timestamp.type": ("log.message.timestamp.type", None, STRING),
+    "min.cleanable.dirty.ratio": (None, "0.5", DOUBLE),
+    "min.compaction.lag.ms": (None, "0", LONG),
+    "min.insync.replicas": ("min.insync.replicas", None, INT),
+    "preallocate": (None, "false", BOOLEAN),
+    "remote.log.copy.disable": (None, "false", BOOLEAN),
+    "remote.log.delete.on.disable": (None, "false", BOOLEAN),
+    "remote.storage.enable": (None, "false", BOOLEAN),
+    "retention.bytes": ("log.retention.bytes", None, LONG),
+    "retention.ms": ("log.retention.ms", None, LONG),
+    "segment.bytes": ("log.segment.bytes", None, INT),
+    "segment.index.bytes": ("log.index.size.max.bytes", None, INT),
+    "segment.jitter.ms": (None, "0", LONG),
+    "segment.ms": ("log.roll.ms", None, LONG),
+    "unclean.leader.election.enable": ("unclean.leader.election.enable", "false", BOOLEAN),
+}
+
 
 def _get(cfg: Mapping[str, Any], names: tuple[str, ...], default):
     for n in names:

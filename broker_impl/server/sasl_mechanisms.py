@@ -22,22 +22,17 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import hmac
 import json
 import re
-import secrets
 import time
-from dataclasses import dataclass
+
+from ..cluster.scram import (SCRAM_HASHES, SCRAM_SHA_256, SCRAM_SHA_512, ScramCredential, ScramCredentials,
+                             scram_hmac, secure_random_string, stored_key)
 
 PLAIN = "PLAIN"
-SCRAM_SHA_256 = "SCRAM-SHA-256"
-SCRAM_SHA_512 = "SCRAM-SHA-512"
 OAUTHBEARER = "OAUTHBEARER"
 
-#: Kafka's ScramMechanism: the hash, and the fewest iterations a credential may have.
-SCRAM_HASHES = {SCRAM_SHA_256: "sha256", SCRAM_SHA_512: "sha512"}
-SCRAM_MIN_ITERATIONS = 4096
 SUPPORTED = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512, OAUTHBEARER)
 
 
@@ -56,60 +51,11 @@ class SaslServerError(Exception):
     Kafka's, reproduced): the connection is closed without an answer."""
 
 
-def secure_random_string() -> str:
-    """Kafka's ScramFormatter.secureRandomString: a 130-bit random number in base 36 (nonces, salts)."""
-    n = secrets.randbits(130)
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-    out = []
-    while n:
-        n, r = divmod(n, 36)
-        out.append(digits[r])
-    return "".join(reversed(out)) or "0"
-
-
-# -- SCRAM's formulas (RFC 5802 section 3) --------------------------------------------------
-def salted_password(hash_name: str, password: str, salt: bytes, iterations: int) -> bytes:
-    return hashlib.pbkdf2_hmac(hash_name, password.encode("utf-8"), salt, iterations)
-
-
-def _hmac(hash_name: str, key: bytes, data: bytes) -> bytes:
-    return hmac.new(key, data, hash_name).digest()
-
-
-def client_key(hash_name: str, salted: bytes) -> bytes:
-    return _hmac(hash_name, salted, b"Client Key")
-
-
-def stored_key(hash_name: str, key: bytes) -> bytes:
-    return hashlib.new(hash_name, key).digest()
-
-
-def server_key(hash_name: str, salted: bytes) -> bytes:
-    return _hmac(hash_name, salted, b"Server Key")
-
-
-@dataclass(frozen=True)
-class ScramCredential:
-    salt: bytes
-    stored_key: bytes
-    server_key: bytes
-    iterations: int
-
-    @classmethod
-    def generate(cls, mechanism: str, password: str, iterations: int = SCRAM_MIN_ITERATIONS,
-                 salt: bytes | None = None) -> "ScramCredential":
-        h = SCRAM_HASHES[mechanism]
-        salt = secure_random_string().encode("ascii") if salt is None else salt
-        salted = salted_password(h, password, salt, iterations)
-        return cls(salt, stored_key(h, client_key(h, salted)), server_key(h, salted), iterations)
-
-
 class CredentialStore:
     """Users from ``kconform.sasl.users``: PLAIN passwords and SCRAM credentials per mechanism
     (the latter changed by AlterUserScramCredentials: cluster/scram)."""
 
     def __init__(self, users: dict[str, str], mechanisms: list[str]):
-        from ..cluster.scram import ScramCredentials   # it builds on this module's SCRAM formulas
 
         self._plain = dict(users) if PLAIN in mechanisms else {}
         #: the config's users under what AlterUserScramCredentials changed since (the broker's
@@ -245,14 +191,14 @@ class ScramServer:
             raise SaslAuthenticationFailed("Invalid client nonce in the final client message.", generic=True)
         without_proof = message[: message.rindex(",p=")]
         auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode("utf-8")
-        client_signature = _hmac(self.hash, credential.stored_key, auth_message)
+        client_signature = scram_hmac(self.hash, credential.stored_key, auth_message)
         proof = base64.b64decode(m["proof"])
         if len(proof) != len(client_signature):
             raise SaslAuthenticationFailed("Invalid client credentials", generic=True)
         computed = stored_key(self.hash, bytes(a ^ b for a, b in zip(client_signature, proof)))
         if not hmac.compare_digest(computed, credential.stored_key):
             raise SaslAuthenticationFailed("Invalid client credentials", generic=True)
-        signature = _hmac(self.hash, credential.server_key, auth_message)
+        signature = scram_hmac(self.hash, credential.server_key, auth_message)
         self.complete = True
         return b"v=" + base64.b64encode(signature)
 

@@ -8,7 +8,7 @@ import hashlib
 
 from broker_impl.cluster.scram import ScramCredentials
 from broker_impl.protocol.errors import Errors as E
-from broker_impl.server.sasl_mechanisms import ScramCredential
+from broker_impl.cluster.scram import ScramCredential
 
 SHA256, SHA512 = 1, 2
 
