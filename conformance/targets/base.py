@@ -473,6 +473,15 @@ class Target(abc.ABC):
         """Where each partition ends, as its leader says (ListOffsets latest): the high watermark,
         or with read_committed the last stable offset. A broker fact, asked over the wire like
         every other question here; RuntimeError names a partition that answers an error."""
+        return self._list_offsets(partitions, read_committed, wire.LATEST, timeout)
+
+    def start_offsets(self, partitions: list[tuple[str, int]], timeout: float = 10.0) -> dict[tuple[str, int], int]:
+        """Where each partition starts, as its leader says (ListOffsets earliest): the log start
+        offset, above 0 once DeleteRecords or retention removed the first records."""
+        return self._list_offsets(partitions, False, wire.EARLIEST, timeout)
+
+    def _list_offsets(self, partitions: list[tuple[str, int]], read_committed: bool, timestamp: int,
+                      timeout: float) -> dict[tuple[str, int], int]:
         left = list(partitions)
         out: dict[tuple[str, int], int] = {}
 
@@ -483,7 +492,8 @@ class Target(abc.ABC):
             for leader, tps in by_leader.items():
                 if leader < 0 or leader not in self.addresses or leader in self.down:
                     continue
-                for tp, (offset, error) in wire.list_offsets(self.addresses[leader], tps, read_committed).items():
+                for tp, (offset, error) in wire.list_offsets(self.addresses[leader], tps, read_committed,
+                                                             timestamp=timestamp).items():
                     if error == 0:
                         out[tp] = offset
                         left.remove(tp)
@@ -491,7 +501,7 @@ class Target(abc.ABC):
                         raise RuntimeError(f"ListOffsets {tp[0]}-{tp[1]}: {error_name(error)}")
             return True if not left else None
 
-        wait_until(f"end offsets of {left}", probe, timeout, interval=0.05)
+        wait_until(f"{'end' if timestamp == wire.LATEST else 'start'} offsets of {left}", probe, timeout, interval=0.05)
         return out
 
     def _live_bootstrap(self) -> str:

@@ -240,13 +240,16 @@ def metadata(
 #: ListOffsets' timestamp for "the end": the high watermark (read_uncommitted) or the last stable
 #: offset (read_committed, isolation level 1).
 LATEST = -1
+EARLIEST = -2
 
 
 def list_offsets(
-    address: tuple[str, int], partitions: list[tuple[str, int]], read_committed: bool, timeout: float = 5.0
+    address: tuple[str, int], partitions: list[tuple[str, int]], read_committed: bool, timeout: float = 5.0,
+    timestamp: int = LATEST,
 ) -> dict[tuple[str, int], tuple[int, int]]:
-    """ListOffsets(latest) of partitions this node leads: (topic, partition) -> (offset, error
-    code), at the highest version both sides speak (read_committed needs v2+)."""
+    """ListOffsets (``timestamp``: LATEST, or EARLIEST: the log start) of partitions this node
+    leads: (topic, partition) -> (offset, error code), at the highest version both sides speak
+    (read_committed needs v2+)."""
     versions = api_versions(address, timeout)
     version = versions.max_version(ListOffsetsRequest.API_KEY, ListOffsetsRequest.max_version)
     if version is None or (read_committed and version < 2):
@@ -257,7 +260,7 @@ def list_offsets(
     T = ListOffsetsRequest.ListOffsetsTopic
     req = ListOffsetsRequest(
         replica_id=-1, isolation_level=1 if read_committed else 0,
-        topics=[T(name=t, partitions=[T.ListOffsetsPartition(partition_index=p, timestamp=LATEST,
+        topics=[T(name=t, partitions=[T.ListOffsetsPartition(partition_index=p, timestamp=timestamp,
                                                              current_leader_epoch=-1, max_num_offsets=1)
                                       for p in ps])
                 for t, ps in by_topic.items()])
