@@ -301,7 +301,11 @@ func (d *Driver) consumerConfig(cfg driver.Config) ([]kgo.Opt, error) {
 	m["group.protocol"] = func(v string) error {
 		switch strings.ToLower(v) {
 		case "consumer":
-			opts = append(opts, kgo.ServerSideBalancer())
+			opt, err := serverSideBalancer()
+			if err != nil {
+				return err
+			}
+			opts = append(opts, opt)
 		case "classic":
 		default:
 			return errors.New("classic or consumer")
