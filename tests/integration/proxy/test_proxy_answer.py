@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import struct
+import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -48,7 +49,14 @@ def test_endtxn_answered_not_coordinator_client_retries_and_commits(proxied_brok
     c = Consumer({"bootstrap.servers": pb.broker.bootstrap, "group.id": "answer-reader",
                   "isolation.level": "read_committed", "log_level": 0})
     try:
-        low, high = c.get_watermark_offsets(TopicPartition("answered", 0), timeout=10)
+        # the COMMIT marker is written after EndTxn is answered (as Kafka's markers are): until it
+        # is, the read_committed end (the LSO) stays at the open transaction's first offset
+        deadline = time.monotonic() + 20
+        while True:
+            low, high = c.get_watermark_offsets(TopicPartition("answered", 0), timeout=10)
+            if (low, high) == (0, 2) or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
         assert (low, high) == (0, 2)  # the record and one COMMIT marker
     finally:
         c.close()
