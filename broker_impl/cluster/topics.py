@@ -190,9 +190,10 @@ class TopicRegistry:
         """The topic's configs take effect at once on every log of it this broker has (Kafka's
         TopicConfigHandler: the next append, fetch and retention pass obey them)."""
         topic.configs = dict(configs)
+        config = LogConfig.from_dict(self.log_config(topic.configs))   # one for all its logs (frozen)
         for p in topic.partitions:
             if p.log is not None:
-                p.log.config = LogConfig.from_dict(self.log_config(topic.configs))
+                p.log.config = config
 
     def delete(self, name: str) -> Topic:
         topic = self.topics.pop(name, None)
