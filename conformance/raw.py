@@ -63,8 +63,8 @@ def _round_trip(address: tuple[str, int], frame: bytes, timeout_s: float,
     """Send one frame on a fresh connection and read one response frame (size prefix included).
     ``sec``: the credentials to log in with (default: the run's)."""
     try:
-        with socket.create_connection(address, timeout=timeout_s) as sock:
-            sec = sec or security.current()
+        sec = sec or security.current()
+        with sec.wrap(socket.create_connection(address, timeout=timeout_s), address[0]) as sock:
             if sec.sasl:   # a run over SASL: the raw actor authenticates as the clients do, then sends
                 wire.authenticate(sock, address, sec)
             sock.sendall(frame)
@@ -76,7 +76,7 @@ def _round_trip(address: tuple[str, int], frame: bytes, timeout_s: float,
         raise _NoAnswer("NETWORK_EXCEPTION", f"the broker's answer is cut short or not Kafka framing: {exc}") from None
     except socket.timeout:
         raise _NoAnswer("REQUEST_TIMED_OUT", f"no answer within {timeout_s} s") from None
-    except ConnectionError as exc:
+    except OSError as exc:   # refused, reset; over TLS a failed handshake too
         raise _NoAnswer("NETWORK_EXCEPTION", f"connection error: {exc}") from None
     except wire.WireError as exc:
         raise _NoAnswer("SASL_AUTHENTICATION_FAILED", f"the raw actor could not authenticate: {exc}") from None

@@ -7,8 +7,8 @@ cycle and :mod:`.rules` for the rule language.
 """
 
 from .rules import Match, Rule, RuleError
-from .server import ProxyNode, ProxyServer, parse_address, run_proxy
+from .server import ProxyNode, ProxyServer, ProxyTLS, parse_address, run_proxy
 from .transcript import Transcript, frame_bytes
 
-__all__ = ["Match", "ProxyNode", "ProxyServer", "Rule", "RuleError", "Transcript",
+__all__ = ["Match", "ProxyNode", "ProxyServer", "ProxyTLS", "Rule", "RuleError", "Transcript",
            "frame_bytes", "parse_address", "run_proxy"]

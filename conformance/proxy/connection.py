@@ -59,7 +59,7 @@ class _Sever(Exception):
 
 
 class ProxiedConnection:
-    def __init__(self, server, node, conn_id: int, client: trio.SocketStream, upstream: trio.SocketStream,
+    def __init__(self, server, node, conn_id: int, client: trio.abc.Stream, upstream: trio.abc.Stream,
                  client_addr: str, broker_addr: str) -> None:
         self.server = server
         self.node = node
@@ -89,9 +89,7 @@ class ProxiedConnection:
                                broker=self.broker_addr, reason=self.close_reason or "proxy stopped")
             with trio.CancelScope(shield=True):
                 for stream in (self.client, self.upstream):
-                    if self._reset:
-                        arm_reset(stream)
-                    await stream.aclose()
+                    await close_stream(stream, self._reset)
 
     def sever(self, reset: bool = False, reason: str = "severed") -> None:
         """Close both sides now (call from the proxy's trio thread)."""
@@ -101,7 +99,7 @@ class ProxiedConnection:
             self._scope.cancel()
 
     # ---------------------------------------------------------------- pumping
-    async def _pump(self, direction: str, src: trio.SocketStream, dst: trio.SocketStream) -> None:
+    async def _pump(self, direction: str, src: trio.abc.Stream, dst: trio.abc.Stream) -> None:
         close_all = True
         try:
             await self._frames(direction, src, dst)
@@ -154,7 +152,7 @@ class ProxiedConnection:
     def _endpoints(self, direction: str) -> tuple[str, str]:
         return (self.client_addr, self.broker_addr) if direction == "c2b" else (self.broker_addr, self.client_addr)
 
-    async def _frames(self, direction: str, src: trio.SocketStream, dst: trio.SocketStream) -> None:
+    async def _frames(self, direction: str, src: trio.abc.Stream, dst: trio.abc.Stream) -> None:
         frames = FrameBuffer(self.server.max_frame_bytes)
         raw = False
         while True:
@@ -177,7 +175,7 @@ class ProxiedConnection:
             else:
                 raw = await self._chunk(direction, frames, dst)
 
-    async def _chunk(self, direction: str, frames: FrameBuffer, dst: trio.SocketStream) -> bool:
+    async def _chunk(self, direction: str, frames: FrameBuffer, dst: trio.abc.Stream) -> bool:
         """Handle the whole frames ``frames`` holds; True when the stream stopped being Kafka
         framing (what was left has been passed on raw)."""
         raw = False
@@ -203,7 +201,7 @@ class ProxiedConnection:
             await self._raw(direction, frames.take_rest(), dst, locked=direction == "b2c")
         return raw
 
-    async def _frame(self, direction: str, frame: bytes, dst: trio.SocketStream, out: list[bytes]) -> bytes | None:
+    async def _frame(self, direction: str, frame: bytes, dst: trio.abc.Stream, out: list[bytes]) -> bytes | None:
         """Name, record and apply rules to one frame; returns the bytes to queue, or None."""
         server = self.server
         rewritten = None
@@ -277,7 +275,7 @@ class ProxiedConnection:
         finally:
             self.server.rules.unhold(h.rule_id, h)
 
-    async def _raw(self, direction: str, data: bytes, dst: trio.SocketStream, locked: bool = False) -> None:
+    async def _raw(self, direction: str, data: bytes, dst: trio.abc.Stream, locked: bool = False) -> None:
         src, dst_addr = self._endpoints(direction)
         self.server.transcript.record(conn=self.conn_id, node=self.node.node_id, src=src, dst=dst_addr,
                                       info=FrameInfo(direction, len(data)), data=data, unframed=True)
@@ -288,13 +286,31 @@ class ProxiedConnection:
             await dst.send_all(data)
 
 
-async def _send(dst: trio.SocketStream, out: list[bytes]) -> None:
+async def _send(dst: trio.abc.Stream, out: list[bytes]) -> None:
     await dst.send_all(out[0] if len(out) == 1 else b"".join(out))
 
 
-def arm_reset(stream: trio.SocketStream) -> None:
+def arm_reset(stream: trio.abc.Stream) -> None:
     """SO_LINGER 0: the close that follows sends a RST, as a crashed peer or a firewall would."""
     try:
-        stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        getattr(stream, "transport_stream", stream).socket.setsockopt(
+            socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     except OSError:
         pass
+
+
+#: How long a TLS side's close_notify may take before the socket is just closed.
+TLS_CLOSE_S = 1.0
+
+
+async def close_stream(stream: trio.abc.Stream, reset: bool) -> None:
+    """Close one side: with a RST when ``reset`` (no TLS close_notify either: a crashed peer
+    sends none), else in order -- bounded, since a TLS close writes to a peer that may not read."""
+    if reset:
+        arm_reset(stream)
+        await trio.aclose_forcefully(stream)
+        return
+    with trio.move_on_after(TLS_CLOSE_S):
+        await stream.aclose()
+        return
+    await trio.aclose_forcefully(stream)

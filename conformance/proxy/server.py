@@ -21,6 +21,11 @@ Since every node advertises its proxy port, clients reconnect through the proxy 
 Metadata and FindCoordinator, and inter-broker traffic (fetches between replicas, transaction
 markers) crosses it too.
 
+Over TLS (``tls=ProxyTLS(...)``, a run over SASL_SSL) the proxy ends the client's TLS with the
+brokers' certificate and opens its own to the broker, so rules and the transcript still see
+frames (a man in the middle the clients trust, since they trust the run's CA); SASL exchanges
+are frames like any other and pass through.
+
 The proxy runs its own trio loop; the runner is synchronous and talks to it from its own
 thread. Control methods are thread-safe; the blocking one (:meth:`wait_for_match`) must not be
 called from the proxy's own loop.
@@ -32,8 +37,10 @@ import functools
 import itertools
 import logging
 import socket
+import ssl
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
@@ -49,6 +56,15 @@ HOST = "127.0.0.1"
 #: A size prefix beyond this is not taken as a frame (the stream is then forwarded unframed).
 #: Larger than any Fetch response a client asks for (fetch.max.bytes defaults to 50 MiB).
 DEFAULT_MAX_FRAME_BYTES = 256 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ProxyTLS:
+    """TLS on both sides of the proxy: ``server`` towards the clients (the brokers' certificate),
+    ``client`` towards the brokers (their CA; host names verified)."""
+
+    server: ssl.SSLContext
+    client: ssl.SSLContext
 
 
 def _addr(host: str, port: int) -> str:
@@ -139,8 +155,9 @@ class ProxyNode:
 class ProxyServer:
     def __init__(self, *, transcript: Transcript | None = None, transcript_path: str | Path | None = None,
                  host: str = HOST, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
-                 connect_timeout: float = 10.0, upstream_wait: float = 30.0) -> None:
+                 connect_timeout: float = 10.0, upstream_wait: float = 30.0, tls: ProxyTLS | None = None) -> None:
         self.host = host
+        self.tls = tls
         self.transcript = transcript or Transcript(transcript_path)
         self.rules = RuleBook()
         self.max_frame_bytes = max_frame_bytes
@@ -473,6 +490,9 @@ class ProxyServer:
             await client.aclose()
             self._mark_down(node)
             return
+        if self.tls is not None:   # handshakes happen at the first read or write of each side
+            client = trio.SSLStream(client, self.tls.server, server_side=True)
+            up = trio.SSLStream(up, self.tls.client, server_hostname=upstream[0])
         conn = ProxiedConnection(self, node, conn_id, client, up, client_addr, broker_addr)
         self._conns[conn_id] = conn
         self._event("open", conn=conn_id, node=node.node_id, client=client_addr, broker=broker_addr)

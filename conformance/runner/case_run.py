@@ -144,7 +144,7 @@ class CaseRun:
             elif (step.kind == "op" and step.actor == "raw" and step.op == "change_run_password"
                   and not security.current().sasl):
                 raise NotApplicable("the case changes the run user's SCRAM password: a run over SASL only "
-                                    "(--security sasl_plaintext)")
+                                    "(--security sasl_plaintext or sasl_ssl)")
             elif step.kind == "op" and step.actor == "raw" and step.op == "request" and step.runs_for(self.client):
                 version = step.args.get("version")
                 if isinstance(version, int) and step.args.get("api") in API:

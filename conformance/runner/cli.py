@@ -63,7 +63,8 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--security", choices=security.PROTOCOLS, default="plaintext",
                    help="the security protocol of the run: sasl_plaintext starts the target with a SASL "
                         "listener (SCRAM-SHA-512, a user and password made for the run) and every client "
-                        "authenticates (docs/security.md)")
+                        "authenticates; sasl_ssl the same over TLS (a CA and a certificate for 127.0.0.1 made "
+                        "for the run; clients verify it; docs/security.md)")
     p.add_argument("--group-protocol", choices=group_protocol.PROTOCOLS, default=group_protocol.CLASSIC,
                    help="the group.protocol of every consumer the cases create: consumer runs the library "
                         "under KIP-848 consumer groups (rows it cannot run are not applicable with the reason; "

@@ -24,11 +24,12 @@ A restarted node keeps its port (same command line), and a new connection asks a
 from __future__ import annotations
 
 import dataclasses
+import ssl
 from pathlib import Path
 
 from .. import security
 from ..dsl.model import Case
-from ..proxy import ProxyServer, Rule
+from ..proxy import ProxyServer, ProxyTLS, Rule
 from ..results import Check, NotApplicable
 from ..targets import Target
 
@@ -55,6 +56,17 @@ def front_mode(target_cls: type[Target], case: Case, shared: bool = False) -> st
     return REWRITE
 
 
+def run_tls() -> ProxyTLS | None:
+    """On a run over TLS the proxy speaks it on both sides: towards the clients with the brokers'
+    certificate (the clients trust the run's CA), towards the brokers as a client of that CA."""
+    sec = security.current()
+    if not sec.tls:
+        return None
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.load_cert_chain(sec.keystore_file)
+    return ProxyTLS(server=server, client=sec.client_ssl_context())
+
+
 class ProxyFront:
     """One proxy in front of every node of one target (module doc).
 
@@ -67,7 +79,7 @@ class ProxyFront:
     def __init__(self, nodes: int = 1) -> None:
         if nodes < 1:
             raise ValueError("the proxy fronts at least one node")
-        self.server = ProxyServer()
+        self.server = ProxyServer(tls=run_tls())
         #: node id -> its proxy port; the ids are the target's (1..nodes).
         self.nodes = {i: self.server.add_node(i) for i in range(1, nodes + 1)}
         self._target_ids: list[int] = list(self.nodes)
@@ -80,7 +92,7 @@ class ProxyFront:
         """A proxy in front of an already started target: a port per node id, pointing at the
         node's address, with the broker addresses in responses rewritten to those ports."""
         front = cls.__new__(cls)
-        front.server = ProxyServer()
+        front.server = ProxyServer(tls=run_tls())
         front._target_ids = target.node_ids()
         front.nodes = {i: front.server.add_node(i, upstream=target.addresses[i]) for i in front._target_ids}
         front._rules = []

@@ -177,14 +177,16 @@ def sasl_broker_configs(sec: security.Security) -> dict[str, str]:
     """A KRaft broker's SASL settings for the run's client listener (named as its protocol): the
     enabled mechanism, and the JAAS config the broker logs in with to the other brokers over the
     same listener (its inter-broker listener; `listener.name.<l>.<mechanism>.sasl.jaas.config`).
-    The users themselves are metadata, created at format time (``_run_format``)."""
+    The users themselves are metadata, created at format time (``_run_format``). Over SASL_SSL
+    the run's PEM keystore and truststore too: the brokers verify each other's certificate."""
     if not sec.sasl:
         return {}
     listener = sec.protocol.lower()
     return {"sasl.enabled.mechanisms": sec.mechanism,
             "sasl.mechanism.inter.broker.protocol": sec.mechanism,
             f"listener.name.{listener}.{sec.mechanism.lower()}.sasl.jaas.config":
-                sec.client_properties()["sasl.jaas.config"]}
+                sec.client_properties()["sasl.jaas.config"],
+            **sec.broker_tls_configs()}
 
 
 def _listener_named(advertised: str, name: str) -> str:

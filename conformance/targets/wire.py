@@ -148,7 +148,7 @@ def _round_trip(address: tuple[str, int], request, response_cls, version: int, t
     over SASL (security.current()) the connection authenticates first."""
     sec = security.current()
     try:
-        with socket.create_connection(address, timeout=timeout) as sock:
+        with sec.wrap(socket.create_connection(address, timeout=timeout), address[0]) as sock:
             sock.settimeout(timeout)
             if sec.sasl:
                 authenticate(sock, address, sec)

@@ -169,13 +169,17 @@ const deferred = () => {
 const tpKey = (topic, partition) => `${topic}\u0000${partition}`
 
 // The run's security settings (conformance/security.py), from the environment: every Kafka client
-// of the driver authenticates with them (KafkaJS's sasl option: scram-sha-256 / scram-sha-512).
+// of the driver authenticates with them (KafkaJS's sasl option: scram-sha-256 / scram-sha-512) and,
+// over SASL_SSL, trusts the run's CA only (its ssl option: Node's tls.connect, host names verified).
 const SECURITY = process.env.KCONFORM_CLIENT_SECURITY ? JSON.parse(process.env.KCONFORM_CLIENT_SECURITY) : null
 
 function securityOptions () {
   if (!SECURITY) return {}
-  if (SECURITY.protocol !== 'SASL_PLAINTEXT') throw new Error(`security protocol ${SECURITY.protocol} is not supported by this driver`)
-  return { ssl: false, sasl: { mechanism: SECURITY.mechanism.toLowerCase(), username: SECURITY.username, password: SECURITY.password } }
+  if (SECURITY.protocol !== 'SASL_PLAINTEXT' && SECURITY.protocol !== 'SASL_SSL') {
+    throw new Error(`security protocol ${SECURITY.protocol} is not supported by this driver`)
+  }
+  const ssl = SECURITY.protocol === 'SASL_SSL' ? { ca: [require('fs').readFileSync(SECURITY.ca_file)] } : false
+  return { ssl, sasl: { mechanism: SECURITY.mechanism.toLowerCase(), username: SECURITY.username, password: SECURITY.password } }
 }
 
 class KafkaJSDriver {

@@ -53,8 +53,12 @@ def test_secret_leaks_finds_a_password_in_a_file_and_in_a_frame(tmp_path):
 
 
 # Embedded with every client (each driver's logs); Apache Kafka with one (its server.log, format.log).
-@pytest.mark.parametrize("target,every_client", [("embedded", True), ("apache-kafka", False)])
-def test_a_run_over_sasl_authenticates_every_client_and_writes_no_password(tmp_path, target, every_client):
+# Over SASL_SSL the proxy ends and opens TLS, so its transcript still holds the SCRAM exchange.
+@pytest.mark.parametrize("target,every_client,protocol", [("embedded", True, "sasl_plaintext"),
+                                                          ("embedded", True, "sasl_ssl"),
+                                                          ("apache-kafka", False, "sasl_ssl")])
+def test_a_run_over_sasl_authenticates_every_client_and_writes_no_password(tmp_path, target, every_client,
+                                                                          protocol):
     ok, why = TARGETS[target].availability()
     if not ok:
         pytest.skip(why)
@@ -63,20 +67,23 @@ def test_a_run_over_sasl_authenticates_every_client_and_writes_no_password(tmp_p
         clients = [c for c in clients if c == "confluent"]
     if not clients:
         pytest.skip("no client available")
-    sec = Security.generate("sasl_plaintext")
+    sec = Security.generate(protocol)
     assert sec.password not in repr(sec)
     results = tmp_path / "results"
     rows = run(RunOptions(targets=[target], clients=clients, cases=load_cases(["txn/basic_commit"]),
                           results_dir=results, proxy="auto", jobs=1, security=sec))
     assert [(r.client, r.verdict.value, r.security_protocol) for r in rows] == \
-        [(c, "pass", "SASL_PLAINTEXT") for c in clients], [r.reason for r in rows]
+        [(c, "pass", protocol.upper()) for c in clients], [r.reason for r in rows]
     meta = json.loads((results / "run.json").read_text())
-    assert meta["security_protocol"] == "SASL_PLAINTEXT"
+    assert meta["security_protocol"] == protocol.upper()
     for row in rows:   # the clients really authenticated: their transcripts hold the SCRAM exchange
         transcript = results / row.artifacts["transcript"]
         names = [json.loads(line).get("api_name") for line in transcript.read_text().splitlines()]
         assert names.count("SaslAuthenticate") >= 4, (row.client, names[:10])
     assert secret_leaks(results, sec.password) == []
+    if sec.tls:   # nor the brokers' private key
+        key_line = Path(sec.keystore_file).read_text().splitlines()[1]
+        assert secret_leaks(results, key_line) == []
 
 
 def test_a_changed_password_is_written_nowhere_either(tmp_path, monkeypatch):

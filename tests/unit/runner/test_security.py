@@ -17,8 +17,57 @@ def test_generate_makes_a_new_user_per_run_and_hides_the_password():
     assert a.username != b.username and a.password != b.password and len(a.password) >= 20
     assert a.password not in repr(a) and a.username in repr(a)
     assert Security.generate("plaintext") == Security()
-    with pytest.raises(ValueError, match="sasl_plaintext"):
-        Security.generate("sasl_ssl")
+    assert not a.tls and a.ca_file == "" and a.keystore_file == ""
+    with pytest.raises(ValueError, match="sasl_ssl"):
+        Security.generate("ssl_plaintext")
+
+
+def test_sasl_ssl_makes_a_ca_and_a_pkcs8_broker_key_per_run(tmp_path):
+    """The key as PKCS#8 (the only form Kafka reads), the certificate for 127.0.0.1 signed by the
+    run's CA; each run its own; the settings of every side name the files."""
+    import ssl
+    import socket
+    import threading
+
+    ca, keystore = security.certificates(tmp_path)
+    text = keystore.read_text()
+    assert text.startswith("-----BEGIN PRIVATE KEY-----") and "BEGIN CERTIFICATE" in text
+    assert oct(keystore.stat().st_mode & 0o777) == "0o600"
+    s = Security("SASL_SSL", "SCRAM-SHA-512", "u1", "p-1", str(ca), str(keystore))
+    assert s.tls and s.sasl
+    assert s.client_properties()["ssl.truststore.location"] == str(ca)
+    assert s.client_properties()["ssl.truststore.type"] == "PEM"
+    assert s.librdkafka_config()["ssl.ca.location"] == str(ca)
+    assert isinstance(s.python_kwargs()["ssl_context"], ssl.SSLContext)
+    env = s.to_env()
+    assert str(keystore) not in env[ENV]          # a driver gets the CA, never the key
+    assert Security.from_env(env) == Security("SASL_SSL", "SCRAM-SHA-512", "u1", "p-1", str(ca))
+    assert s.embedded_broker_configs("127.0.0.1:9") == {
+        "listeners": "SASL_SSL://127.0.0.1:9", "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "kconform.sasl.users": "u1:p-1", "ssl.keystore.type": "PEM", "ssl.keystore.location": str(keystore),
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca)}
+    assert sasl_broker_configs(s)["ssl.keystore.location"] == str(keystore)
+
+    # wrap(): a real handshake with a server holding the key, the host name checked.
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(str(keystore))
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(10)
+
+    def serve():
+        conn, _ = listener.accept()
+        with server_ctx.wrap_socket(conn, server_side=True) as tls:
+            tls.sendall(tls.recv(5))
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    with s.wrap(socket.create_connection(listener.getsockname(), timeout=10), "127.0.0.1") as sock:
+        sock.sendall(b"hello")
+        assert sock.recv(5) == b"hello"
+    t.join(10)
+    listener.close()
+    other_ca, _ = security.certificates(tmp_path / "other" if (tmp_path / "other").mkdir() is None else None)
+    assert other_ca.read_bytes() != ca.read_bytes()
 
 
 def test_settings_per_client_family_and_the_driver_environment():

@@ -1,6 +1,8 @@
 package driver
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -16,10 +18,22 @@ type Security struct {
 	Mechanism string `json:"mechanism"`
 	Username  string `json:"username"`
 	Password  string `json:"password"`
+	// CAFile is the run's CA (PEM) on a run over TLS (SASL_SSL): the only one trusted.
+	CAFile string `json:"ca_file"`
 }
 
 // SASL reports whether clients must authenticate (SASL_PLAINTEXT or SASL_SSL).
 func (s Security) SASL() bool { return s.Protocol == "SASL_PLAINTEXT" || s.Protocol == "SASL_SSL" }
+
+// TLS reports whether connections speak TLS (SASL_SSL).
+func (s Security) TLS() bool { return s.Protocol == "SASL_SSL" }
+
+// TLSConfig trusts the run's CA only; Go's TLS dial verifies the host (or IP) it dialled.
+func (s Security) TLSConfig() *tls.Config {
+	return &tls.Config{RootCAs: runCAs, MinVersion: tls.VersionTLS12}
+}
+
+var runCAs *x509.CertPool
 
 // RunSecurity is what this process was started with (the zero value on a PLAINTEXT run).
 var RunSecurity = mustSecurity()
@@ -34,13 +48,25 @@ func mustSecurity() Security {
 		fmt.Fprintf(os.Stderr, "%s is not JSON: %v\n", SecurityEnv, err)
 		os.Exit(2)
 	}
-	if s.Protocol != "SASL_PLAINTEXT" {
+	if s.Protocol != "SASL_PLAINTEXT" && s.Protocol != "SASL_SSL" {
 		fmt.Fprintf(os.Stderr, "%s: security protocol %q is not supported by this driver\n", SecurityEnv, s.Protocol)
 		os.Exit(2)
 	}
 	if s.Mechanism != "SCRAM-SHA-256" && s.Mechanism != "SCRAM-SHA-512" {
 		fmt.Fprintf(os.Stderr, "%s: SASL mechanism %q is not supported by this driver\n", SecurityEnv, s.Mechanism)
 		os.Exit(2)
+	}
+	if s.TLS() {
+		pem, err := os.ReadFile(s.CAFile)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%s: the run's CA: %v\n", SecurityEnv, err)
+			os.Exit(2)
+		}
+		runCAs = x509.NewCertPool()
+		if !runCAs.AppendCertsFromPEM(pem) {
+			fmt.Fprintf(os.Stderr, "%s: no certificate in %s\n", SecurityEnv, s.CAFile)
+			os.Exit(2)
+		}
 	}
 	return s
 }

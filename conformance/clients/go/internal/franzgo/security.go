@@ -22,5 +22,9 @@ func securityOpts() []kgo.Opt {
 	if !driver.RunSecurity.SASL() {
 		return nil
 	}
-	return []kgo.Opt{kgo.SASL(ScramMechanism(driver.RunSecurity))}
+	opts := []kgo.Opt{kgo.SASL(ScramMechanism(driver.RunSecurity))}
+	if driver.RunSecurity.TLS() {
+		opts = append(opts, kgo.DialTLSConfig(driver.RunSecurity.TLSConfig()))
+	}
+	return opts
 }

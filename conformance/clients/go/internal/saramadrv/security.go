@@ -41,7 +41,8 @@ func (c *scramClient) Step(challenge string) (string, error) {
 
 func (c *scramClient) Done() bool { return c.done }
 
-// applySecurity sets the run's SASL settings (SaslHandshake v1, then SaslAuthenticate).
+// applySecurity sets the run's SASL settings (SaslHandshake v1, then SaslAuthenticate) and,
+// over SASL_SSL, TLS with the run's CA.
 func applySecurity(conf *sarama.Config) {
 	s := driver.RunSecurity
 	if !s.SASL() {
@@ -56,4 +57,8 @@ func applySecurity(conf *sarama.Config) {
 		conf.Net.SASL.Mechanism = sarama.SASLTypeSCRAMSHA256
 	}
 	conf.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &scramClient{security: s} }
+	if s.TLS() {
+		conf.Net.TLS.Enable = true
+		conf.Net.TLS.Config = s.TLSConfig()
+	}
 }

@@ -281,6 +281,10 @@ public final class Driver {
             p.put("sasl.mechanism", s.path("mechanism").asText());
             p.put("sasl.jaas.config", "org.apache.kafka.common.security.scram.ScramLoginModule required username=\""
                     + jaasEscape(s.path("username").asText()) + "\" password=\"" + jaasEscape(s.path("password").asText()) + "\";");
+            if (s.hasNonNull("ca_file")) {   // SASL_SSL: the run's CA only (PEM, KIP-651); host names verified
+                p.put("ssl.truststore.type", "PEM");
+                p.put("ssl.truststore.location", s.path("ca_file").asText());
+            }
         } catch (java.io.IOException e) {
             throw new IllegalStateException("KCONFORM_CLIENT_SECURITY is not JSON", e);
         }
