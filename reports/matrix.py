@@ -193,6 +193,19 @@ def build(results_dirs: list[Path], known: KnownLookup | None = None) -> Matrix:
     return m
 
 
+def client_column(client: str, group_protocol: str | None = None, security_protocol: str | None = None) -> str:
+    """The client as the page's columns name it: tagged with how the run drove it where that is
+    not the default -- KIP-848 consumer groups (`--group-protocol consumer`), a secured listener
+    (`--security`) -- so such rows get columns of their own beside the classic plaintext ones,
+    and each is compared with the reference's row of the same kind: ``java (group.protocol=consumer)``."""
+    tags = []
+    if group_protocol and group_protocol != "classic":
+        tags.append(f"group.protocol={group_protocol}")
+    if security_protocol and security_protocol != "PLAINTEXT":
+        tags.append(security_protocol)
+    return f"{client} ({', '.join(tags)})" if tags else client
+
+
 def from_rows(rows: list[dict], runs: list[dict], run_dirs: dict[int, Path] | None = None,
               history: dict[tuple[str, str, str], list[str]] | None = None) -> Matrix:
     """The matrix of these rows (a later row wins per case x target x client). `runs`: the
@@ -201,9 +214,12 @@ def from_rows(rows: list[dict], runs: list[dict], run_dirs: dict[int, Path] | No
     over earlier runs, oldest first (the analytics across runs)."""
     cells: dict[tuple[str, str, str], dict] = {}
     targets = [t for meta in runs for t in meta.get("targets") or []]
-    clients = [c for meta in runs for c in meta.get("clients") or []]
+    clients = [client_column(c, meta.get("group_protocol"), meta.get("security_protocol"))
+               for meta in runs for c in meta.get("clients") or []]
     reference = next((meta["reference_target"] for meta in runs if meta.get("reference_target")), None)
     for r in rows:
+        # the row's client as its column names it (in place: callers keep the row objects)
+        r["client"] = client_column(r["client"], r.get("group_protocol"), r.get("security_protocol"))
         cells[(r["case"], r["target"], r["client"])] = r
         targets.append(r["target"])
         clients.append(r["client"])

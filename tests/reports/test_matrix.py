@@ -175,3 +175,29 @@ def test_the_page_says_later_runs_supersede(run_dir, tmp_path):
     assert "reruns supersede what they repeat" in render_markdown(build([run_dir, later]))
     assert "reruns supersede" not in render_markdown(build([run_dir]))
     assert "a later run replaces an earlier one" in render_html(build([run_dir, later]))
+
+
+def test_a_consumer_protocol_run_gets_columns_of_its_own(run_dir, tmp_path):
+    """Rows of `kconform run --group-protocol consumer` (and of a run over SASL_SSL) sit beside
+    the classic ones instead of replacing them, and are compared with the reference's rows of
+    the same kind."""
+    later = write_peer_run(tmp_path, "20261125T090000Z-kip848", datetime(2026, 11, 25, 9, tzinfo=timezone.utc))
+    rows = [json.loads(line) for line in (later / "results.jsonl").open()]
+    rows = [dict(r, group_protocol="consumer") for r in rows if r["case"] == "eos/copy_commit"
+            and r["target"] in ("apache-kafka", "kfake")]
+    for r in rows:
+        if r["target"] == "kfake":
+            r.update(verdict="fail", reason="a check failed")
+    (later / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    meta = json.loads((later / "run.json").read_text())
+    (later / "run.json").write_text(json.dumps(dict(meta, group_protocol="consumer", targets=["apache-kafka", "kfake"])))
+    m = build([run_dir, later])
+    assert ("kfake", "java (group.protocol=consumer)") in m.columns and ("kfake", "java") in m.columns
+    assert m.rows[("eos/copy_commit", "kfake", "java")]["verdict"] == "pass"          # the classic row stays
+    assert m.rows[("eos/copy_commit", "kfake", "java (group.protocol=consumer)")]["verdict"] == "fail"
+    assert m.rows[("eos/copy_commit", "apache-kafka", "confluent (group.protocol=consumer)")]["verdict"] == "pass"
+    md = render_markdown(m)
+    assert "| [kfake](#kfake) · java (group.protocol=consumer) |" in md
+    from reports.matrix import client_column
+    assert client_column("java", "classic", None) == "java"
+    assert client_column("java", "consumer", "SASL_SSL") == "java (group.protocol=consumer, SASL_SSL)"
