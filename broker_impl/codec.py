@@ -16,7 +16,7 @@ without touching the proxy, the runner or the reports.
   that do not follow the schema;
 - framing: ``read_frame`` (one frame off a blocking socket), ``FrameBuffer`` (a stream cut into
   frames), ``frame_end``, ``FrameError``, ``SIZE``, ``MAX_FRAME_BYTES``, ``ANY_SIZE``;
-- naming frames: ``FrameInfo``, ``request_info`` / ``response_info`` (headers only),
+- naming frames: ``FrameInfo``, ``request_info`` / ``response_info`` (headers only), ``sasl_token_span``,
   ``read_errors`` (a response's error codes), ``ConnectionDecoder`` (a recorded connection).
 """
 
@@ -26,7 +26,7 @@ from .log.records import build_batch
 from .log.records import iter_batch_headers as batch_headers
 from .protocol.codegen import ProtocolError, uvarint_bytes
 from .protocol.errors import ERROR_TABLE, ErrorSpec, Errors, error_code, error_name
-from .protocol.frame_info import ConnectionDecoder, FrameInfo, read_errors, request_info, response_info
+from .protocol.frame_info import ConnectionDecoder, FrameInfo, read_errors, request_info, response_info, sasl_token_span
 from .protocol.framing import ANY_SIZE, MAX_FRAME_BYTES, SIZE, FrameBuffer, FrameError, frame_end, read_frame
 from .protocol.messages import API, API_BY_KEY, REQUEST_HEADER, RESPONSE_HEADER, Api
 
@@ -35,5 +35,5 @@ __all__ = [
     "batch_headers", "build_batch", "uvarint_bytes",
     "ERROR_TABLE", "ErrorSpec", "Errors", "error_code", "error_name", "ProtocolError",
     "ANY_SIZE", "MAX_FRAME_BYTES", "SIZE", "FrameBuffer", "FrameError", "frame_end", "read_frame",
-    "ConnectionDecoder", "FrameInfo", "read_errors", "request_info", "response_info",
+    "ConnectionDecoder", "FrameInfo", "read_errors", "request_info", "response_info", "sasl_token_span",
 ]

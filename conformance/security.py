@@ -1,5 +1,6 @@
-"""A run over a secured listener: `kconform run --security sasl_plaintext|sasl_ssl` (issue 22,
-docs/security.md).
+"""A run over a secured listener: `kconform run --security sasl_plaintext|sasl_ssl`, or with the
+client settings a user already has for a cluster someone else runs: `kconform run --target
+external --command-config FILE` (issue 22, docs/security.md).
 
 Why one process-wide setting: a run has one security protocol for every target, client driver
 and internal question it asks, and those are many places (the targets' readiness questions in
@@ -17,8 +18,13 @@ What the run does with it:
 - every driver process gets the settings in its environment (``ENV``, read by each driver and
   translated into its library's options: conformance/clients/README.md), never in a request line,
   so they do not appear in results or transcripts;
-- wire.py authenticates its raw connections with SCRAM (kafka-python's ScramClient), admin.py's
-  AdminClient with librdkafka's options.
+- wire.py authenticates its raw connections with SCRAM (kafka-python's ScramClient) or PLAIN,
+  admin.py's AdminClient with librdkafka's options;
+- a user's own settings (``Security.from_properties``: the properties file Kafka's CLI tools
+  take with --command-config) are the same object, marked ``given``: only target external takes
+  them (no target starts a listener for them). Over TLS the proxy in front of that cluster
+  speaks TLS with a certificate of a CA made for the run, so the clients trust a bundle of the
+  user's CA (or the system's) and the run's.
 
 The password must never be written by a run: ``Security`` does not show it in its repr, and
 tests/integration/runner/test_security_run.py greps a run's output for it.
@@ -27,24 +33,33 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import json
 import os
+import re
 import secrets
 import shutil
+import ssl
+import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
 from . import buildcache
+from .properties import read_properties
 
 #: The environment variable a driver process reads its security settings from (JSON).
 ENV = "KCONFORM_CLIENT_SECURITY"
 
 #: `--security` values: Kafka's security.protocol names, lower case.
 PROTOCOLS = ("plaintext", "sasl_plaintext", "sasl_ssl")
+#: What a user's own settings may say (security.protocol), and the SASL mechanisms every driver speaks.
+KAFKA_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISM = "SCRAM-SHA-512"
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+LOGIN_MODULES = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+                 "SCRAM-SHA-256": SCRAM_LOGIN_MODULE, "SCRAM-SHA-512": SCRAM_LOGIN_MODULE}
 
 
 @dataclass(frozen=True)
@@ -59,6 +74,12 @@ class Security:
     #: form Kafka reads) with its certificate chain (PEM): files of ``certificates``.
     ca_file: str = ""
     keystore_file: str = ""
+    #: the user's own settings (``from_properties``): a cluster someone else runs takes them.
+    given: bool = False
+
+    @property
+    def secured(self) -> bool:
+        return self.protocol != "PLAINTEXT"
 
     @property
     def sasl(self) -> bool:
@@ -86,38 +107,45 @@ class Security:
     # -- clients -------------------------------------------------------------------------------
     def client_properties(self) -> dict[str, str]:
         """Java client properties (what the Java driver and Kafka's CLI tools take)."""
-        if not self.sasl:
+        if not self.secured:
             return {}
-        props = {"security.protocol": self.protocol, "sasl.mechanism": self.mechanism,
-                 "sasl.jaas.config": f'{SCRAM_LOGIN_MODULE} required username="{self.username}" '
-                                     f'password="{self.password}";'}
-        if self.tls:   # Kafka's PEM truststore (KIP-651); host names verified (https, the default)
+        props = {"security.protocol": self.protocol}
+        if self.sasl:
+            props.update({"sasl.mechanism": self.mechanism,
+                          "sasl.jaas.config": f'{LOGIN_MODULES[self.mechanism]} required '
+                                              f'username="{_jaas_quote(self.username)}" '
+                                              f'password="{_jaas_quote(self.password)}";'})
+        if self.tls and self.ca_file:   # Kafka's PEM truststore (KIP-651); host names verified (https)
             props.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": self.ca_file})
         return props
 
     def librdkafka_config(self) -> dict[str, str]:
-        if not self.sasl:
+        if not self.secured:
             return {}
-        config = {"security.protocol": self.protocol, "sasl.mechanisms": self.mechanism,
-                  "sasl.username": self.username, "sasl.password": self.password}
-        if self.tls:
+        config = {"security.protocol": self.protocol}
+        if self.sasl:
+            config.update({"sasl.mechanisms": self.mechanism, "sasl.username": self.username,
+                           "sasl.password": self.password})
+        if self.tls and self.ca_file:
             config["ssl.ca.location"] = self.ca_file
         return config
 
     def python_kwargs(self) -> dict[str, Any]:
         """kafka-python's and aiokafka's keyword arguments (their names are the same)."""
-        if not self.sasl:
+        if not self.secured:
             return {}
-        kw: dict[str, Any] = {"security_protocol": self.protocol, "sasl_mechanism": self.mechanism,
-                              "sasl_plain_username": self.username, "sasl_plain_password": self.password}
+        kw: dict[str, Any] = {"security_protocol": self.protocol}
+        if self.sasl:
+            kw.update({"sasl_mechanism": self.mechanism, "sasl_plain_username": self.username,
+                       "sasl_plain_password": self.password})
         if self.tls:
             kw["ssl_context"] = self.client_ssl_context()
         return kw
 
-    def client_ssl_context(self):
-        """A client's TLS context: the run's CA only, host names checked (what every driver does)."""
-        import ssl
-        return ssl.create_default_context(cafile=self.ca_file)
+    def client_ssl_context(self) -> ssl.SSLContext:
+        """A client's TLS context: the run's CA (the system's when there is none), host names
+        checked (what every driver does)."""
+        return ssl.create_default_context(cafile=self.ca_file or None)
 
     def wrap(self, sock, host: str):
         """``sock``, a connection to a broker at ``host``, as the run speaks on it: over TLS the
@@ -131,11 +159,11 @@ class Security:
             raise
 
     def to_env(self) -> dict[str, str]:
-        if not self.sasl:
+        if not self.secured:
             return {}
         d = {"protocol": self.protocol, "mechanism": self.mechanism,
              "username": self.username, "password": self.password}
-        if self.tls:
+        if self.tls and self.ca_file:
             d["ca_file"] = self.ca_file
         return {ENV: json.dumps(d)}
 
@@ -147,6 +175,70 @@ class Security:
             return cls()
         d = json.loads(raw)
         return cls(d["protocol"], d["mechanism"], d["username"], d["password"], d.get("ca_file", ""))
+
+    # -- a user's own settings -----------------------------------------------------------------
+    @classmethod
+    def from_properties(cls, path: str | Path) -> "Security":
+        """The client settings of the properties file Kafka's CLI tools take (--command-config):
+        `security.protocol`, `sasl.mechanism` with `sasl.jaas.config` (PlainLoginModule or
+        ScramLoginModule with username and password), `ssl.truststore.*` (PEM, JKS or PKCS12:
+        keytool lists a store's certificates) -- or librdkafka's names (`sasl.mechanisms`,
+        `sasl.username`, `sasl.password`, `ssl.ca.location`). ValueError names the file, the key
+        and what was expected, for what kconform's drivers cannot do alike (GSSAPI, OAUTHBEARER,
+        client certificates, host names unchecked)."""
+        path = Path(path)
+        try:
+            props = read_properties(path)
+        except OSError as exc:
+            raise ValueError(f"{path}: cannot read it: {exc}") from None
+
+        def bad(key: str, expected: str) -> ValueError:
+            got = props.get(key)
+            return ValueError(f"{path}: {key}: expected {expected}, got "
+                              f"{'nothing' if got is None else repr(got if 'password' not in key else '***')}")
+
+        protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
+        if protocol not in KAFKA_PROTOCOLS:
+            raise bad("security.protocol", f"one of {', '.join(KAFKA_PROTOCOLS)}")
+        mechanism = username = password = ""
+        if protocol.startswith("SASL_"):
+            key = "sasl.mechanism" if "sasl.mechanism" in props or "sasl.mechanisms" not in props else "sasl.mechanisms"
+            mechanism = props.get(key, "GSSAPI").strip().upper()   # Kafka's default mechanism
+            if mechanism not in LOGIN_MODULES:
+                raise bad(key, f"one of {', '.join(LOGIN_MODULES)} (the mechanisms every driver speaks)")
+            if "sasl.jaas.config" in props:
+                found = {k: _jaas_value(props["sasl.jaas.config"], k) for k in ("username", "password")}
+                if None in found.values():
+                    raise ValueError(f"{path}: sasl.jaas.config: expected a login module with "
+                                     f'username="..." password="...", got none of {"/".join(k for k, v in found.items() if v is None)}')
+                username, password = found["username"], found["password"]
+            elif "sasl.username" in props and "sasl.password" in props:
+                username, password = props["sasl.username"], props["sasl.password"]
+            else:
+                raise bad("sasl.jaas.config", 'a login module with username="..." password="..." '
+                                              "(or librdkafka's sasl.username and sasl.password)")
+        ca_file = ""
+        if protocol in ("SSL", "SASL_SSL"):
+            for key in ("ssl.keystore.location", "ssl.keystore.key", "ssl.certificate.location", "ssl.key.location"):
+                if props.get(key):
+                    raise bad(key, "nothing: client certificates (mutual TLS) are not supported yet")
+            if props.get("ssl.endpoint.identification.algorithm", "https").strip().lower() != "https":
+                raise bad("ssl.endpoint.identification.algorithm", "https (every driver verifies the host name)")
+            ca_file = _trusted_pem(props, path, bad)
+        return cls(protocol, mechanism, username, password, ca_file, given=True)
+
+    def behind_proxy(self) -> "Security":
+        """A user's TLS settings with kconform's proxy in front: the proxy serves a certificate
+        of a CA made for the run (``keystore_file``), so clients trust a bundle of the user's CAs
+        (the system's when the settings name none) and the run's; the proxy itself, towards the
+        cluster, trusts the same bundle."""
+        if not (self.given and self.tls) or self.keystore_file:
+            return self
+        run_ca, keystore = certificates()
+        user = Path(self.ca_file) if self.ca_file else _system_cafile()
+        bundle = run_ca.parent / "bundle.pem"
+        bundle.write_bytes(user.read_bytes().rstrip(b"\n") + b"\n" + run_ca.read_bytes())
+        return dataclasses.replace(self, ca_file=str(bundle), keystore_file=str(keystore))
 
     # -- brokers -------------------------------------------------------------------------------
     def embedded_broker_configs(self, listen: str) -> dict[str, str]:
@@ -167,6 +259,81 @@ class Security:
                 "ssl.truststore.type": "PEM", "ssl.truststore.location": self.ca_file}
 
 
+def _jaas_quote(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _jaas_value(jaas: str, option: str) -> str | None:
+    """An option of a JAAS login-module line: ``username="a\\"b"`` -> ``a"b`` (quoted or bare)."""
+    m = re.search(rf'(?<![\w.]){option}\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))', jaas)
+    if m is None:
+        return None
+    return re.sub(r"\\(.)", r"\1", m.group(1)) if m.group(1) is not None else m.group(2)
+
+
+def _system_cafile() -> Path:
+    """The system's CA bundle (what a client trusts when told nothing), as one file."""
+    paths = ssl.get_default_verify_paths()
+    for candidate in (paths.cafile, paths.openssl_cafile, "/etc/ssl/certs/ca-certificates.crt"):
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    raise ValueError("the settings name no CA and this machine has no CA bundle file: set ssl.truststore.location")
+
+
+def _tls_dir() -> Path:
+    """A directory of the cache for this process's certificates, removed when it exits."""
+    root = buildcache.cache_root() / "tls"
+    root.mkdir(parents=True, exist_ok=True)
+    directory = Path(tempfile.mkdtemp(prefix="run-", dir=root))
+    atexit.register(shutil.rmtree, directory, True)
+    return directory
+
+
+_PEM_CERT = re.compile(rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.S)
+
+
+def _trusted_pem(props: dict[str, str], path: Path, bad) -> str:
+    """The CAs a user's settings trust, as one PEM file (what every driver reads); "" for the
+    system's. A JKS or PKCS12 truststore is listed by keytool (Java is installed with Kafka's tools)."""
+    if props.get("ssl.ca.location"):
+        where = Path(props["ssl.ca.location"]).expanduser()
+        if not where.is_file():
+            raise bad("ssl.ca.location", "a readable PEM file")
+        return str(where.resolve())
+    if props.get("ssl.truststore.certificates"):
+        pems = _PEM_CERT.findall(props["ssl.truststore.certificates"].encode())
+        if not pems:
+            raise bad("ssl.truststore.certificates", "PEM certificates")
+        out = _tls_dir() / "truststore.pem"
+        out.write_bytes(b"\n".join(pems) + b"\n")
+        return str(out)
+    if not props.get("ssl.truststore.location"):
+        return ""
+    where = Path(props["ssl.truststore.location"]).expanduser()
+    if not where.is_file():
+        raise bad("ssl.truststore.location", "a readable truststore file")
+    kind = props.get("ssl.truststore.type", "JKS").strip().upper()
+    if kind == "PEM":
+        return str(where.resolve())
+    if kind not in ("JKS", "PKCS12"):
+        raise bad("ssl.truststore.type", "PEM, JKS or PKCS12")
+    argv = ["keytool", "-list", "-rfc", "-keystore", str(where), "-storetype", kind]
+    if props.get("ssl.truststore.password"):
+        argv += ["-storepass:env", "KCONFORM_STOREPASS"]
+    try:
+        out = subprocess.run(argv, capture_output=True, timeout=60, stdin=subprocess.DEVNULL,
+                             env={**os.environ, "KCONFORM_STOREPASS": props.get("ssl.truststore.password", "")})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ValueError(f"{path}: ssl.truststore.location: keytool could not list it: {exc}") from None
+    pems = _PEM_CERT.findall(out.stdout)
+    if out.returncode != 0 or not pems:
+        raise ValueError(f"{path}: ssl.truststore.location: keytool found no certificate in {where} "
+                         f"({out.stderr.decode(errors='replace').strip() or out.stdout.decode(errors='replace').strip()[:200]})")
+    pem = _tls_dir() / "truststore.pem"
+    pem.write_bytes(b"\n".join(pems) + b"\n")
+    return str(pem)
+
+
 def certificates(directory: Path | None = None) -> tuple[Path, Path]:
     """A new CA and a certificate it signed for 127.0.0.1 and localhost (trustme), written as
     ``ca.pem`` and ``broker.pem`` (the private key as PKCS#8, then the certificate chain) into
@@ -176,10 +343,7 @@ def certificates(directory: Path | None = None) -> tuple[Path, Path]:
     from cryptography.hazmat.primitives import serialization
 
     if directory is None:
-        root = buildcache.cache_root() / "tls"
-        root.mkdir(parents=True, exist_ok=True)
-        directory = Path(tempfile.mkdtemp(prefix="run-", dir=root))
-        atexit.register(shutil.rmtree, directory, True)
+        directory = _tls_dir()
     ca = trustme.CA()
     leaf = ca.issue_cert("127.0.0.1", "localhost")
     key = serialization.load_pem_private_key(leaf.private_key_pem.bytes(), password=None)

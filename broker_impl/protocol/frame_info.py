@@ -98,6 +98,34 @@ def request_info(frame) -> FrameInfo:
     return FrameInfo("c2b", size, api_key, api.name, version, corr, client_id, expects, note=note)
 
 
+SASL_AUTHENTICATE = 36
+_I32 = struct.Struct(">i")
+
+
+def sasl_token_span(frame) -> tuple[int, int] | None:
+    """Where a SaslAuthenticate request's ``auth_bytes`` lie in ``frame`` (size prefix included),
+    for whoever records traffic and must not keep a credential: PLAIN sends the password itself,
+    OAUTHBEARER a bearer token (SCRAM sends proofs). None for any other frame or one that does
+    not parse that far."""
+    if len(frame) < 4 + _KEY_VERSION_CORR.size:
+        return None
+    api_key, version, _ = _KEY_VERSION_CORR.unpack_from(frame, 4)
+    api = API_BY_KEY.get(api_key)
+    if api_key != SASL_AUTHENTICATE or api is None:
+        return None
+    try:
+        _, pos = REQUEST_HEADER.decode(api.request_header_version(version), frame, 4)
+        if api.is_flexible(version):
+            n, pos = read_uvarint(frame, pos)
+            n -= 1
+        else:
+            (n,) = _I32.unpack_from(frame, pos)
+            pos += 4
+    except _UNREADABLE:
+        return None
+    return (pos, min(pos + n, len(frame))) if n > 0 else None
+
+
 def _produce_acks(frame, pos: int, version: int, flexible: bool) -> int:
     """``acks`` of a Produce request; it follows the nullable transactional id (v3+)."""
     if version >= 3:

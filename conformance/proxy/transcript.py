@@ -17,6 +17,10 @@ base64 of the bytes forwarded instead. Bytes the proxy could not split into fram
 prefix out of range: garbage, or a corrupted stream) are recorded as they came, with
 ``"unframed": true``.
 
+A SaslAuthenticate request's ``auth_bytes`` are recorded as ``*`` of their length
+(``"redacted": true``): PLAIN sends the password itself and OAUTHBEARER a bearer token, and a
+transcript, its pcap and the reports made of it must never hold a credential.
+
 Memory is bounded twice: at most ``max_frame_bytes`` of each frame are kept (64 KiB by
 default), and once ``max_memory_bytes`` of frame data are held in memory, later lines keep
 their metadata but not their data (``"data": null``, ``"data_dropped": true``). A transcript
@@ -34,7 +38,8 @@ import time
 from pathlib import Path
 from typing import IO, Any, Iterator
 
-from broker_impl.codec import API_BY_KEY, REQUEST_HEADER, RESPONSE_HEADER, FrameInfo, ProtocolError, error_name
+from broker_impl.codec import (API_BY_KEY, REQUEST_HEADER, RESPONSE_HEADER, FrameInfo, ProtocolError, error_name,
+                               sasl_token_span)
 
 from .rules import source_of
 
@@ -73,6 +78,12 @@ class Transcript:
     def record(self, *, conn: int, node: int | None, src: str, dst: str, info: FrameInfo, data: bytes,
                t: float | None = None, rule: int | None = None, action: str | None = None,
                sent: bytes | None = None, unframed: bool = False, rewritten: list[str] | None = None) -> dict:
+        redacted = False
+        if info.direction == "c2b":   # a SASL token is a credential (PLAIN's password): never kept
+            span = sasl_token_span(data)
+            if span is not None:
+                data = data[:span[0]] + b"*" * (span[1] - span[0]) + data[span[1]:]
+                redacted = True
         captured = data[: self.max_frame_bytes]
         line = {
             "t": self.now() if t is None else t, "conn": conn, "node": node, "dir": info.direction,
@@ -87,6 +98,8 @@ class Transcript:
             line["sent"] = base64.b64encode(sent[: self.max_frame_bytes]).decode("ascii")
         if unframed:
             line["unframed"] = True
+        if redacted:
+            line["redacted"] = True
         if rewritten:
             line["rewritten"] = rewritten
         with self._lock:

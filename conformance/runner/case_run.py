@@ -142,9 +142,9 @@ class CaseRun:
             if step.kind == "repeat":
                 self._require_raw_apis(step.body)
             elif (step.kind == "op" and step.actor == "raw" and step.op == "change_run_password"
-                  and not security.current().sasl):
-                raise NotApplicable("the case changes the run user's SCRAM password: a run over SASL only "
-                                    "(--security sasl_plaintext or sasl_ssl)")
+                  and (not security.current().sasl or security.current().given)):
+                raise NotApplicable("the case changes the run user's SCRAM password: a run over SASL with a user "
+                                    "kconform made only (--security sasl_plaintext or sasl_ssl), never a user's own")
             elif step.kind == "op" and step.actor == "raw" and step.op == "request" and step.runs_for(self.client):
                 version = step.args.get("version")
                 if isinstance(version, int) and step.args.get("api") in API:

@@ -65,6 +65,10 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
                         "listener (SCRAM-SHA-512, a user and password made for the run) and every client "
                         "authenticates; sasl_ssl the same over TLS (a CA and a certificate for 127.0.0.1 made "
                         "for the run; clients verify it; docs/security.md)")
+    p.add_argument("--command-config", type=Path, default=None, metavar="FILE",
+                   help="with --target external: the client properties file of the cluster (the one Kafka's "
+                        "CLI tools take: security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.*); "
+                        "every client and kconform's own connections use it (docs/security.md)")
     p.add_argument("--group-protocol", choices=group_protocol.PROTOCOLS, default=group_protocol.CLASSIC,
                    help="the group.protocol of every consumer the cases create: consumer runs the library "
                         "under KIP-848 consumer groups (rows it cannot run are not applicable with the reason; "
@@ -218,11 +222,30 @@ def _cmd_run(args) -> int:
         except (OSError, ValueError) as exc:
             print(f"--durations: {exc}", file=sys.stderr)
             return 2
+    if args.command_config is not None:
+        if args.security != "plaintext":
+            print("--command-config and --security: the file says the cluster's security protocol; give one",
+                  file=sys.stderr)
+            return 2
+        others = [t for t in targets if t != "external"]
+        if others:
+            print(f"--command-config: the settings of a cluster someone else runs (--target external only), "
+                  f"not of {', '.join(others)}", file=sys.stderr)
+            return 2
+        try:
+            run_security = security.Security.from_properties(args.command_config)
+            if args.proxy != "off":
+                run_security = run_security.behind_proxy()
+        except ValueError as exc:
+            print(f"--command-config: {exc}", file=sys.stderr)
+            return 2
+    else:
+        run_security = security.Security.generate(args.security)
     opts = RunOptions(targets=targets, clients=clients, cases=cases, results_dir=args.results,
                       reference=args.reference, fresh=args.fresh, proxy=args.proxy, target_options=options,
                       jobs=jobs, baselines=baselines, shard=shard, durations=durations,
                       run_id=run_id or new_run_id(), command=command_line(sys.argv),
-                      security=security.Security.generate(args.security), group_protocol=args.group_protocol)
+                      security=run_security, group_protocol=args.group_protocol)
     total = len(targets) * len(cases) * len(clients)
     signal.signal(signal.SIGTERM, interrupt)   # stopped like Ctrl-C: the run's targets are stopped
     with progress_callbacks(total, min(jobs, total), plain=args.no_progress) as (on_row, on_start):

@@ -201,7 +201,7 @@ class RowRun:
                        artifacts={"steps": str(self.art_rel / "steps.json"), "logs": []},
                        known_difference=known_difference(case, slot.name, client),
                        known_reference_bug=known_reference_bug(case, slot.name),
-                       security_protocol=security.current().protocol if security.current().sasl else None,
+                       security_protocol=security.current().protocol if security.current().secured else None,
                        group_protocol=group_protocol.row_protocol())
         self.ns = Namespace()
         # set by start()

@@ -130,6 +130,9 @@ class Target(abc.ABC):
     #: Starts with the run's SASL listener and user (`kconform run --security`,
     #: conformance/security.py); a target without: not applicable on such a run.
     secures_listeners: ClassVar[bool] = False
+    #: A cluster someone else runs, reached with a user's own client settings (`kconform run
+    #: --command-config FILE`): the only kind of target such a run applies to.
+    takes_client_config: ClassVar[bool] = False
     #: Its name may carry `@VERSION` (its constructor takes version=): several releases side by
     #: side in one run (targets.make_target).
     versioned: ClassVar[bool] = False
@@ -230,10 +233,14 @@ class Target(abc.ABC):
             raise TargetUnavailable(f"target {self.name!r} is not available: {reason}")
         if topology.nodes < 1:
             raise ValueError("a topology needs at least one node")
-        if security.current().sasl and not self.secures_listeners:
-            raise NotApplicable(f"target {self.name!r} does not set up a {security.current().protocol} listener "
+        sec = security.current()
+        if sec.given and not self.takes_client_config:
+            raise NotApplicable(f"target {self.name!r} starts its own listeners: the run's security settings are a "
+                                "user's own (--command-config), for a cluster someone else runs (--target external)")
+        if sec.secured and not sec.given and not self.secures_listeners:
+            raise NotApplicable(f"target {self.name!r} does not set up a {sec.protocol} listener "
                                 "(kconform run --security)")
-        if security.current().sasl and (topology.nodes > 1 or topology.controller == "dedicated") \
+        if sec.sasl and not sec.given and (topology.nodes > 1 or topology.controller == "dedicated") \
                 and not self.authenticates_own_requests:
             raise NotApplicable(f"target {self.name!r} serves {security.current().protocol} on one node only: "
                                 "its nodes' connections to each other do not authenticate (docs/security.md)")

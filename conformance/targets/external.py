@@ -40,6 +40,8 @@ class ExternalTarget(Target):
     applies_broker_configs = False
     #: Someone else's cluster: serves any number of clients, like any Kafka.
     shareable = True
+    #: Reached with the user's own client settings (`kconform run --command-config FILE`).
+    takes_client_config = True
     ready_timeout = 60.0
 
     def __init__(self, bootstrap: str | None = None, version: str | None = None) -> None:

@@ -121,13 +121,12 @@ def _exchange(sock: socket.socket, address: tuple[str, int], request, response_c
 
 
 def authenticate(sock: socket.socket, address: tuple[str, int], sec: security.Security) -> None:
-    """SaslHandshake v1 then SaslAuthenticate v2 with SCRAM (RFC 5802, kafka-python's ScramClient),
-    as a client does on a SASL listener before any other request (docs/security.md)."""
+    """SaslHandshake v1 then SaslAuthenticate v2 with SCRAM (RFC 5802, kafka-python's ScramClient)
+    or PLAIN, as a client does on a SASL listener before any other request (docs/security.md)."""
     hs = _exchange(sock, address, SaslHandshakeRequest(mechanism=sec.mechanism), SaslHandshakeResponse, 1)
     if hs.error_code:
         raise WireError(f"{address[0]}:{address[1]}: SaslHandshake {sec.mechanism} failed with error code "
                         f"{hs.error_code} (the node offers {hs.mechanisms})")
-    scram = ScramClient(sec.username, sec.password, sec.mechanism)
 
     def step(token: bytes) -> bytes:
         resp = _exchange(sock, address, SaslAuthenticateRequest(auth_bytes=token), SaslAuthenticateResponse, 2)
@@ -135,6 +134,11 @@ def authenticate(sock: socket.socket, address: tuple[str, int], sec: security.Se
             raise AuthenticationFailed(f"{address[0]}:{address[1]}: SaslAuthenticate failed with error code "
                             f"{resp.error_code}: {resp.error_message}")
         return resp.auth_bytes
+
+    if sec.mechanism == "PLAIN":   # RFC 4616: authzid NUL authcid NUL password, one round
+        step(b"\0" + sec.username.encode() + b"\0" + sec.password.encode())
+        return
+    scram = ScramClient(sec.username, sec.password, sec.mechanism)
 
     scram.process_server_first_message(step(scram.first_message()))
     try:

@@ -175,10 +175,13 @@ const SECURITY = process.env.KCONFORM_CLIENT_SECURITY ? JSON.parse(process.env.K
 
 function securityOptions () {
   if (!SECURITY) return {}
-  if (SECURITY.protocol !== 'SASL_PLAINTEXT' && SECURITY.protocol !== 'SASL_SSL') {
+  if (!['SASL_PLAINTEXT', 'SASL_SSL', 'SSL'].includes(SECURITY.protocol)) {
     throw new Error(`security protocol ${SECURITY.protocol} is not supported by this driver`)
   }
-  const ssl = SECURITY.protocol === 'SASL_SSL' ? { ca: [require('fs').readFileSync(SECURITY.ca_file)] } : false
+  const tls = SECURITY.protocol !== 'SASL_PLAINTEXT'
+  // Node's default CAs when the settings name none
+  const ssl = tls ? (SECURITY.ca_file ? { ca: [require('fs').readFileSync(SECURITY.ca_file)] } : true) : false
+  if (SECURITY.protocol === 'SSL') return { ssl }
   return { ssl, sasl: { mechanism: SECURITY.mechanism.toLowerCase(), username: SECURITY.username, password: SECURITY.password } }
 }
 

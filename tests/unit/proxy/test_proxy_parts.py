@@ -185,6 +185,25 @@ def test_transcript_caps_each_frame_and_total_memory(tmp_path):
                                "correlation_id", "size", "data", "rule", "action"}
 
 
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_transcript_never_keeps_a_sasl_token(version):
+    """PLAIN's SaslAuthenticate carries the password itself: recorded as '*' of its length, the
+    frame otherwise as sent (SaslHandshake and the broker's answer untouched)."""
+    from kafka.protocol.sasl import SaslAuthenticateRequest
+
+    token = b"\0alice\0s3cret-pw"
+    request = SaslAuthenticateRequest(auth_bytes=token)
+    request.with_header(correlation_id=4, client_id="c")
+    frame = request.encode(version=version, header=True, framed=True)
+    t = Transcript()
+    line = t.record(conn=1, node=1, src="a", dst="b", info=request_info(frame), data=frame)
+    kept = base64.b64decode(line["data"])
+    assert line["redacted"] and b"s3cret" not in kept and len(kept) == len(frame)
+    assert kept.replace(b"*" * len(token), token) == frame
+    other = t.record(conn=1, node=1, src="a", dst="b", info=request_info(produce(9, 1)), data=produce(9, 1))
+    assert "redacted" not in other and base64.b64decode(other["data"]) == produce(9, 1)
+
+
 def test_transcript_restart_starts_a_new_case():
     t = Transcript()
     t.record(conn=1, node=1, src="a", dst="b", info=request_info(produce(9, 1)), data=produce(9, 1))

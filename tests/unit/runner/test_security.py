@@ -1,6 +1,8 @@
 """conformance/security.py: a run's security settings, as each side takes them."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from conformance import security
@@ -133,3 +135,66 @@ def test_a_run_over_sasl_is_not_applicable_where_the_target_cannot_secure_it(tmp
             Plain().start(Topology(), {}, tmp_path)
         with pytest.raises(NotApplicable, match="one node only"):
             TARGETS["embedded"]().start(Topology(nodes=3), {}, tmp_path)
+
+
+def test_properties_files_are_read_as_java_reads_them():
+    from conformance.properties import parse_properties
+    text = ("# comment\n! another\n\n"
+            "a=1\n"
+            "b : two words \n"
+            "c three\n"
+            "sasl.jaas.config=org.Module required \\\n"
+            "    username=\"u\" \\\n"
+            "    password=\"p\";\n"
+            "path=C:\\\\dir\\\\file\n"
+            "esc=tab\\there\\u0041\n"
+            "a=later\n")
+    assert parse_properties(text) == {
+        "a": "later", "b": "two words ", "c": "three",
+        "sasl.jaas.config": 'org.Module required username="u" password="p";',
+        "path": "C:\\dir\\file", "esc": "tab\thereA"}
+
+
+def test_a_users_own_properties_file(tmp_path):
+    f = tmp_path / "client.properties"
+    f.write_text("security.protocol=sasl_plaintext\nsasl.mechanism=SCRAM-SHA-256\n"
+                 'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required '
+                 'username="bob" password="a\\\\"b";\n')
+    s = Security.from_properties(f)
+    assert (s.protocol, s.mechanism, s.username, s.password, s.given) == \
+        ("SASL_PLAINTEXT", "SCRAM-SHA-256", "bob", 'a"b', True)
+    assert s.client_properties()["sasl.jaas.config"].endswith('username="bob" password="a\\"b";')
+    # librdkafka's names, SSL only with a PEM CA
+    ca, _ = security.certificates(tmp_path)
+    f.write_text(f"security.protocol=SSL\nssl.ca.location={ca}\n")
+    s = Security.from_properties(f)
+    assert (s.protocol, s.sasl, s.tls, s.ca_file) == ("SSL", False, True, str(ca))
+    assert s.librdkafka_config() == {"security.protocol": "SSL", "ssl.ca.location": str(ca)}
+    assert s.client_properties() == {"security.protocol": "SSL", "ssl.truststore.type": "PEM",
+                                     "ssl.truststore.location": str(ca)}
+    assert "sasl_mechanism" not in s.python_kwargs()
+    # behind the proxy: a bundle of the user's CA and the run's, and a keystore for the proxy
+    b = s.behind_proxy()
+    assert b.keystore_file and b.ca_file != s.ca_file
+    assert Path(b.ca_file).read_bytes().startswith(ca.read_bytes().rstrip(b"\n"))
+    assert Path(b.ca_file).read_bytes().count(b"BEGIN CERTIFICATE") == 2
+
+
+@pytest.mark.parametrize("text,message", [
+    ("security.protocol=SASL_SCRAM\n", "security.protocol: expected one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"),
+    ("security.protocol=SASL_SSL\n", "sasl.mechanism: expected one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"),
+    ("security.protocol=SASL_SSL\nsasl.mechanism=OAUTHBEARER\n", "got 'OAUTHBEARER'"),
+    ("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n", 'sasl.jaas.config: expected a login module'),
+    ("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config=X required username=\"u\";\n",
+     "got none of password"),
+    ("security.protocol=SSL\nssl.keystore.location=/k.jks\n", "ssl.keystore.location: expected nothing: client certificates"),
+    ("security.protocol=SSL\nssl.endpoint.identification.algorithm=\n", "expected https"),
+    ("security.protocol=SSL\nssl.truststore.location=/nonexistent.jks\n", "ssl.truststore.location: expected a readable"),
+    ("security.protocol=SSL\nssl.truststore.location={self}\nssl.truststore.type=BCFKS\n", "expected PEM, JKS or PKCS12"),
+])
+def test_a_properties_file_kconform_cannot_follow_names_the_key(tmp_path, text, message):
+    f = tmp_path / "bad.properties"
+    f.write_text(text.replace("{self}", str(f)))
+    with pytest.raises(ValueError) as info:
+        Security.from_properties(f)
+    assert str(info.value).startswith(f"{f}: ") and message in str(info.value), str(info.value)

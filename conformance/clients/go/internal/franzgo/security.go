@@ -3,6 +3,7 @@ package franzgo
 import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"kconform/clients/go/internal/driver"
@@ -17,13 +18,16 @@ func ScramMechanism(s driver.Security) sasl.Mechanism {
 	return auth.AsSha512Mechanism()
 }
 
-// securityOpts: the options every client of the driver starts with on a run over SASL.
+// securityOpts: the options every client of the driver starts with on a secured run.
 func securityOpts() []kgo.Opt {
-	if !driver.RunSecurity.SASL() {
-		return nil
+	s := driver.RunSecurity
+	var opts []kgo.Opt
+	if s.SASL() && s.Mechanism == "PLAIN" {
+		opts = append(opts, kgo.SASL(plain.Auth{User: s.Username, Pass: s.Password}.AsMechanism()))
+	} else if s.SASL() {
+		opts = append(opts, kgo.SASL(ScramMechanism(s)))
 	}
-	opts := []kgo.Opt{kgo.SASL(ScramMechanism(driver.RunSecurity))}
-	if driver.RunSecurity.TLS() {
+	if s.TLS() {
 		opts = append(opts, kgo.DialTLSConfig(driver.RunSecurity.TLSConfig()))
 	}
 	return opts

@@ -41,10 +41,14 @@ func (c *scramClient) Step(challenge string) (string, error) {
 
 func (c *scramClient) Done() bool { return c.done }
 
-// applySecurity sets the run's SASL settings (SaslHandshake v1, then SaslAuthenticate) and,
-// over SASL_SSL, TLS with the run's CA.
+// applySecurity sets the run's TLS (the run's CAs) and SASL settings (SaslHandshake v1, then
+// SaslAuthenticate with PLAIN or SCRAM).
 func applySecurity(conf *sarama.Config) {
 	s := driver.RunSecurity
+	if s.TLS() {
+		conf.Net.TLS.Enable = true
+		conf.Net.TLS.Config = s.TLSConfig()
+	}
 	if !s.SASL() {
 		return
 	}
@@ -52,13 +56,13 @@ func applySecurity(conf *sarama.Config) {
 	conf.Net.SASL.Handshake = true
 	conf.Net.SASL.Version = sarama.SASLHandshakeV1
 	conf.Net.SASL.User, conf.Net.SASL.Password = s.Username, s.Password
+	if s.Mechanism == "PLAIN" {
+		conf.Net.SASL.Mechanism = sarama.SASLTypePlaintext
+		return
+	}
 	conf.Net.SASL.Mechanism = sarama.SASLTypeSCRAMSHA512
 	if s.Mechanism == "SCRAM-SHA-256" {
 		conf.Net.SASL.Mechanism = sarama.SASLTypeSCRAMSHA256
 	}
 	conf.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &scramClient{security: s} }
-	if s.TLS() {
-		conf.Net.TLS.Enable = true
-		conf.Net.TLS.Config = s.TLSConfig()
-	}
 }

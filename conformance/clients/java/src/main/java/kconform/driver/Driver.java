@@ -278,10 +278,15 @@ public final class Driver {
         try {
             JsonNode s = Outcomes.JSON.readTree(json);
             p.put("security.protocol", s.path("protocol").asText());
-            p.put("sasl.mechanism", s.path("mechanism").asText());
-            p.put("sasl.jaas.config", "org.apache.kafka.common.security.scram.ScramLoginModule required username=\""
-                    + jaasEscape(s.path("username").asText()) + "\" password=\"" + jaasEscape(s.path("password").asText()) + "\";");
-            if (s.hasNonNull("ca_file")) {   // SASL_SSL: the run's CA only (PEM, KIP-651); host names verified
+            String mechanism = s.path("mechanism").asText("");
+            if (!mechanism.isEmpty()) {   // SASL: PLAIN or SCRAM, the login module Kafka pairs with it
+                String module = mechanism.equals("PLAIN") ? "org.apache.kafka.common.security.plain.PlainLoginModule"
+                        : "org.apache.kafka.common.security.scram.ScramLoginModule";
+                p.put("sasl.mechanism", mechanism);
+                p.put("sasl.jaas.config", module + " required username=\""
+                        + jaasEscape(s.path("username").asText()) + "\" password=\"" + jaasEscape(s.path("password").asText()) + "\";");
+            }
+            if (s.hasNonNull("ca_file")) {   // TLS: the run's CAs only (PEM, KIP-651); host names verified
                 p.put("ssl.truststore.type", "PEM");
                 p.put("ssl.truststore.location", s.path("ca_file").asText());
             }
