@@ -66,10 +66,10 @@ def _point(name: str, where: str) -> str:
 # checks that every point is reached, and reached only by its constant).
 BEFORE_PREPARE_APPEND = _point("before_prepare_append",
                                "EndTxn accepted, PrepareCommit/PrepareAbort not yet appended to the txn log")
-AFTER_PREPARE_DURABLE = _point("after_prepare_durable", "Prepare* fsynced to the txn log, no marker written yet")
+AFTER_PREPARE_DURABLE = _point("after_prepare_durable", "Prepare* appended to the txn log (and replicated), no marker written yet")
 AFTER_SOME_MARKERS = _point("after_some_markers", "at least one marker written, at least one still to write")
 AFTER_ALL_MARKERS = _point("after_all_markers", "every marker written, Complete* not yet appended")
-AFTER_COMPLETE = _point("after_complete", "Complete* fsynced to the txn log")
+AFTER_COMPLETE = _point("after_complete", "Complete* appended to the txn log (and replicated)")
 BEFORE_END_TXN_RESPONSE = _point("before_end_txn_response", "EndTxn about to be answered (its outcome is decided)")
 
 CRASH = "crash"

@@ -241,7 +241,7 @@ class ReplicaManager:
     # ================================================================== appends
     async def append_records(self, entries: dict[Partition, Any], *, acks: int, timeout_ms: int,
                              origin: AppendOrigin, verification: TxnVerification | None = None,
-                             api_version: int = 9, transaction_version: int = 0, fsync: bool = False,
+                             api_version: int = 9, transaction_version: int = 0,
                              now: int | None = None) -> dict[Partition, PartitionResponse]:
         """Append each partition's records as its leader and answer each (Kafka's appendRecords,
         with handleProduceAppend's transaction verification first): the partitions the
@@ -252,7 +252,7 @@ class ReplicaManager:
         refused = await self._verify_transactions(entries, verification) if verification is not None else {}
         results = self.append_records_to_leader({p: r for p, r in entries.items() if p not in refused},
                                                 origin=origin, required_acks=acks, api_version=api_version,
-                                                transaction_version=transaction_version, fsync=fsync, now=now)
+                                                transaction_version=transaction_version, now=now)
         if acks == -1:
             waits = {p: r.last_offset + 1 for p, r in results.items() if r.error == Errors.NONE}
             if waits:
@@ -262,23 +262,21 @@ class ReplicaManager:
         return results
 
     def append_records_to_leader(self, entries: dict[Partition, Any], *, origin: AppendOrigin, required_acks: int,
-                                 api_version: int = 9, transaction_version: int = 0, fsync: bool = False,
+                                 api_version: int = 9, transaction_version: int = 0,
                                  now: int | None = None) -> dict[Partition, PartitionResponse]:
         """Each partition's records appended to its log as the leader, at once, nothing awaited
         (Kafka's appendRecordsToLeader / appendToLocalLog): NOT_LEADER_OR_FOLLOWER where this
         broker does not lead, NOT_ENOUGH_REPLICAS for acks=all below min ISR, any refusal of the
-        log answered by :func:`append_error`; ``fsync``: durable before this returns."""
+        log answered by :func:`append_error`."""
         out = {}
         for part, records in entries.items():
             try:
                 info = part.append_records_to_leader(records, origin=origin, required_acks=required_acks,
                                                      api_version=api_version, transaction_version=transaction_version,
                                                      now=now)
-                if fsync:
-                    part.log.flush(now)
             except KafkaError as exc:
                 out[part] = append_error(part, exc)
-            except OSError as exc:      # the fsync: the log directory failed
+            except OSError as exc:      # a write (or a flush the log's settings asked for) failed
                 log.error("%s-%d: append failed: %s", part.topic, part.index, exc)
                 out[part] = append_error(part, KafkaStorageError(str(exc)))
             else:

@@ -98,4 +98,4 @@ def test_a_misspelt_point_constant_fails_when_its_module_loads(tmp_path, monkeyp
 def test_a_point_is_defined_once():
     with pytest.raises(ValueError, match="defined twice"):
         faults._point("after_complete", "again")
-    assert faults.POINTS["after_complete"] == "Complete* fsynced to the txn log"
+    assert faults.POINTS["after_complete"] == "Complete* appended to the txn log (and replicated)"
