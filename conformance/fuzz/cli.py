@@ -12,6 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from .. import security
 from ..targets import target_class
 from .run import FuzzOptions, run_fuzz
 
@@ -37,6 +38,9 @@ def add_fuzz_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--advertised-keys-only", action="store_true",
                    help="send no frame whose API key the target does not advertise (to get past a target "
                         "that dies of any unknown key)")
+    p.add_argument("--security", choices=security.PROTOCOLS, default="plaintext",
+                   help="the target's listener: sasl_plaintext or sasl_ssl start it with a user made for the run; "
+                        "the fuzzer's connections authenticate, one in eight fuzzes before authenticating")
     p.add_argument("--max-incidents", type=int, default=10, metavar="N",
                    help="crashes and hangs after which the run stops (default 10)")
     p.set_defaults(func=cmd_fuzz)
@@ -55,7 +59,8 @@ def cmd_fuzz(args) -> int:
     opts = FuzzOptions(target=args.target, frames=args.frames, results_dir=args.results, seeds=list(args.seeds),
                        connections=args.connections, timeout_s=args.timeout, health_every=args.health_every,
                        seed=args.seed, max_incidents=args.max_incidents, generated=not args.no_generated,
-                       advertised_keys_only=args.advertised_keys_only)
+                       advertised_keys_only=args.advertised_keys_only,
+                       security=security.Security.generate(args.security))
     report = run_fuzz(opts, log=lambda s: print(s, file=sys.stderr, flush=True))
     print(summary(report))
     return 0 if ok(report) else 1
@@ -63,7 +68,8 @@ def cmd_fuzz(args) -> int:
 
 def ok(report: dict) -> bool:
     return (report["crashes"] == 0 and report["hangs"] == 0 and not report["internal_errors"]
-            and report["round_trip"].get("error") is None)
+            and report["round_trip"].get("error") is None and report["counts"]["preauth_answered"] == 0
+            and report.get("wrong_password_refused") is not False)
 
 
 def summary(report: dict) -> str:
@@ -76,6 +82,10 @@ def summary(report: dict) -> str:
         f"  answered {c['answered']}, closed by the target {c['closed']}, timed out {c['timed_out']}, "
         f"reset {c['reset']}, unanswered (acks=0) {c['unanswered']}, connect failures {c['connect_failures']}"
         + (f", skipped (unadvertised key) {c['skipped']}" if c["skipped"] else ""),
+        *([f"  over {report['security_protocol']}: {c['preauth_sent']} frames sent before authenticating, "
+           f"{c['preauth_answered']} answered (must be 0); wrong password "
+           f"{'refused' if report['wrong_password_refused'] else 'LET IN'}"]
+          if report.get("wrong_password_refused") is not None else []),
         f"  crashes {report['crashes']}, hangs {report['hangs']}, internal errors "
         f"{'not readable' if ie is None else ie}, log +{report['log_bytes'] / 2**20:.2f} MB, "
         f"max RSS {report['max_rss_bytes'] / 2**20:.0f} MiB, {report['topics_at_end']} topics at the end",

@@ -16,6 +16,14 @@ How a run goes:
 4. at the end: a last health check and log scan, then the same real-client session once more,
    straight at the target (a *round trip*: what was produced is read back).
 
+Over SASL (`--security sasl_plaintext|sasl_ssl`: the target starts with the run's listener and
+user, conformance/security.py) every connection speaks TLS where the run does and authenticates
+before its frames -- except one connection in ``PREAUTH_EVERY``, which sends each frame as the
+first request of a fresh connection that never authenticated: no such frame may be answered but
+ApiVersions and SaslHandshake (Kafka closes the connection on any other, so an answer means the
+request reached a handler unauthenticated: ``preauth_answered``). A login with a wrong password
+is tried before and after the fuzzing and must be refused.
+
 Results: DIR/fuzz.json (counts, incidents, internal errors with the frames that caused them, log
 growth, the target's resident memory, the round trip), DIR/reproducers/, and a results row in
 DIR/results.jsonl (case `fuzz/<target>`) so Allure and Spark show the run.
@@ -37,6 +45,7 @@ import trio
 
 from broker_impl.codec import FrameBuffer, FrameError, request_info
 
+from .. import security
 from ..results import Check, NotApplicable, ResultsFile, Row
 from ..runner import new_run_id
 from ..runner.row import now_iso
@@ -58,6 +67,10 @@ STALL_S = 20.0
 RECENT = 200
 #: Candidates replayed one by one to find the frame that alone crashes or hangs the target.
 MAX_REPLAY = 30
+#: Over SASL, one connection in this many fuzzes before authenticating (module doc).
+PREAUTH_EVERY = 8
+#: What a connection that has not authenticated may be answered: ApiVersions and SaslHandshake.
+PREAUTH_ANSWERABLE = {18, 17}
 
 
 @dataclass
@@ -76,6 +89,8 @@ class FuzzOptions:
     #: dies of any unknown key (kfake), once that finding is known.
     advertised_keys_only: bool = False
     target_options: dict = field(default_factory=dict)
+    #: The run's security (``kconform fuzz --security``): the target's listener and user.
+    security: security.Security = field(default_factory=security.Security)
 
 
 @dataclass
@@ -88,6 +103,8 @@ class Counts:
     unanswered: int = 0      # acks=0 Produce: no answer expected
     connect_failures: int = 0
     skipped: int = 0         # not sent: an API key the target does not advertise (advertised_keys_only)
+    preauth_sent: int = 0    # over SASL: frames sent as the first request of an unauthenticated connection
+    preauth_answered: int = 0  # ... and answered, though not ApiVersions or SaslHandshake: must stay 0
     by_mutation: dict = field(default_factory=dict)
 
 
@@ -156,12 +173,30 @@ class Fuzzer:
         self.max_rss = 0
         self.health_checks = 0
         self.repro = opts.results_dir / "reproducers"
+        self.preauth_samples: list[dict] = []   # frames answered before authentication (saved)
 
     # ------------------------------------------------------------------ senders
+    async def _connect(self, address: tuple[str, int], authenticate: bool):
+        """A connection as the run speaks: TLS where it does, SASL first unless ``authenticate``
+        is False (a pre-authentication worker)."""
+        sec = security.current()
+        stream = await trio.open_tcp_stream(*address)
+        try:
+            if sec.tls:
+                stream = trio.SSLStream(stream, sec.client_ssl_context(), server_hostname=address[0])
+                await stream.do_handshake()
+            if sec.sasl and authenticate:
+                await wire.authenticate_stream(stream, address, sec)
+        except BaseException:
+            await trio.aclose_forcefully(stream)
+            raise
+        return stream
+
     async def _worker(self, seg: Segment, wid: int, address: tuple[str, int]) -> None:
         stream = None
         buf = FrameBuffer(MAX_ANSWER)
         port = 0
+        preauth = security.current().sasl and wid % PREAUTH_EVERY == PREAUTH_EVERY - 1
         try:
             while True:
                 i = seg.take()
@@ -174,10 +209,10 @@ class Fuzzer:
                 if stream is None:
                     try:
                         with trio.fail_after(5):
-                            stream = await trio.open_tcp_stream(*address)
-                        port = stream.socket.getsockname()[1]
+                            stream = await self._connect(address, authenticate=not preauth)
+                        port = getattr(stream, "transport_stream", stream).socket.getsockname()[1]
                         buf = FrameBuffer(MAX_ANSWER)
-                    except (OSError, trio.TooSlowError):
+                    except (OSError, trio.TooSlowError, trio.BrokenResourceError, wire.WireError):
                         self.counts.connect_failures += 1  # the monitor looks why; the frame waits
                         seg.unsent.append(i)
                         seg.suspect = True
@@ -194,13 +229,24 @@ class Fuzzer:
                 seg.inflight.pop(wid, None)
                 seg.last_progress = time.monotonic()
                 setattr(self.counts, outcome, getattr(self.counts, outcome) + 1)
-                if outcome != "answered":
+                if preauth:
+                    self._preauth(i, frame, outcome)
+                if outcome != "answered" or preauth:   # a pre-auth frame is always a first request
                     await stream.aclose()
                     stream = None
         finally:
             if stream is not None:
                 with trio.CancelScope(shield=True):
                     await stream.aclose()
+
+    def _preauth(self, i: int, frame: bytes, outcome: str) -> None:
+        """A frame sent before authenticating: answered only if ApiVersions or SaslHandshake."""
+        self.counts.preauth_sent += 1
+        key = request_info(frame).api_key
+        if outcome == "answered" and key not in PREAUTH_ANSWERABLE:
+            self.counts.preauth_answered += 1
+            if len(self.preauth_samples) < 20:
+                self.preauth_samples.append({"frame": i, "api_key": key, "file": str(self._save(f"preauth/frame-{i}.bin", i))})
 
     async def _exchange(self, stream, buf: FrameBuffer, frame: bytes) -> str:
         """Send one frame, read one answer: answered, closed, timed_out, reset or unanswered."""
@@ -371,20 +417,46 @@ class Fuzzer:
         """Frame i on a connection of its own; its answer (if any) read and dropped."""
         _, frame = self.frames(i)
         address = self.target.live_addresses()[0][1]
+        sec = security.current()
         try:
-            with socket.create_connection(address, timeout=wait_s) as s:
+            with sec.wrap(socket.create_connection(address, timeout=wait_s), address[0]) as s:
+                if sec.sasl:
+                    wire.authenticate(s, address, sec)
                 s.sendall(frame)
                 s.settimeout(wait_s)
                 try:
                     s.recv(1 << 16)
                 except OSError:
                     pass
-        except OSError:
+        except (OSError, wire.WireError):
             pass
+
+
+def wrong_password_refused(target) -> bool | None:
+    """Over SASL: a login with a wrong password is refused (None on a run without SASL)."""
+    sec = security.current()
+    if not sec.sasl:
+        return None
+    address = target.live_addresses()[0][1]
+    wrong = security.Security(sec.protocol, sec.mechanism, sec.username, sec.password + "-wrong", sec.ca_file)
+    try:
+        with sec.wrap(socket.create_connection(address, timeout=10), address[0]) as s:
+            s.settimeout(10)
+            wire.authenticate(s, address, wrong)
+    except wire.AuthenticationFailed:
+        return True
+    except (OSError, wire.WireError):
+        return True    # closed or failed otherwise: not let in either
+    return False
 
 
 def run_fuzz(opts: FuzzOptions, log: Callable[[str], None] = lambda s: None) -> dict:
     """The whole run (module doc); returns what DIR/fuzz.json holds."""
+    with security.use(opts.security):
+        return _run_fuzz(opts, log)
+
+
+def _run_fuzz(opts: FuzzOptions, log: Callable[[str], None]) -> dict:
     opts.results_dir.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(opts.results_dir / "reproducers", ignore_errors=True)
     work = opts.results_dir / "work"
@@ -410,11 +482,13 @@ def run_fuzz(opts: FuzzOptions, log: Callable[[str], None] = lambda s: None) -> 
         log(f"{len(seeds)} seeds ({from_client} from a client session, {from_runs} from transcripts, "
             f"{len(generated)} generated); {opts.frames} frames on {opts.connections} connections")
         fz = Fuzzer(opts, target, Frames(real, generated, opts.seed), log)
+        refused_before = wrong_password_refused(target)
         t1 = time.monotonic()
         fz.run()
         fuzz_s = time.monotonic() - t1
         restarted = fz.target.health() is not None and fz.restart()  # the last incident ended the run
         topics = _topic_count(fz.target)
+        refused_after = wrong_password_refused(fz.target) if fz.target.health() is None else None
         if fz.target.health() is None:
             round_trip = asdict(client_session(fz.target._live_bootstrap(), FUZZ_TOPIC, "fz-final",
                                                transactions="transactions" in fz.target.capabilities))
@@ -438,6 +512,10 @@ def run_fuzz(opts: FuzzOptions, log: Callable[[str], None] = lambda s: None) -> 
             "internal_error_samples": fz.internal,
             "log_bytes": fz.log_bytes, "max_rss_bytes": fz.max_rss, "topics_at_end": topics,
             "round_trip": round_trip, "total_seconds": round(time.monotonic() - t0, 1),
+            "security_protocol": security.current().protocol,
+            "preauth_answered_samples": fz.preauth_samples,
+            "wrong_password_refused": (None if refused_before is None
+                                       else bool(refused_before and refused_after is not False)),
         }
     finally:
         if fz is not None:
@@ -476,11 +554,24 @@ def result_row(report: dict) -> Row:
         Check("broker log grew less than 5 MB", report["log_bytes"] < 5 * 2**20,
               f"{report['log_bytes'] / 2**20:.1f} MB"),
     ]
+    if report.get("wrong_password_refused") is not None:   # a run over SASL
+        c = report["counts"]
+        checks += [
+            Check("no request answered before authentication", c["preauth_answered"] == 0,
+                  f"{c['preauth_answered']} of {c['preauth_sent']} frames sent unauthenticated were answered"
+                  + "".join(f"; frame {x['frame']} (API key {x['api_key']}): {x['file']}"
+                            for x in report["preauth_answered_samples"][:3])),
+            Check("a wrong password is refused", report["wrong_password_refused"],
+                  "refused before and after the fuzzing" if report["wrong_password_refused"]
+                  else "a login with a wrong password was let in"),
+        ]
     row = Row(run_id=report["run_id"], started_at=report["started_at"], case=f"fuzz/{report['target']}",
               case_title=f"{report['frames']} mutated frames at {report['target']}", tags=["fuzz"],
               target=report["target"], target_version=report["target_version"], client="raw",
               client_version="kconform fuzz", outcome={"counts": report["counts"], "seeds": report["seeds"]},
-              duration_s=report["total_seconds"], artifacts={"fuzz": "fuzz.json"})
+              duration_s=report["total_seconds"], artifacts={"fuzz": "fuzz.json"},
+              security_protocol=report.get("security_protocol") if report.get("security_protocol") != "PLAINTEXT"
+              else None)
     row.judge(checks)
     return row
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
+from .. import security
+
 #: librdkafka's complaints about a fuzzed or restarting broker belong in a log, not on stderr.
 _log = logging.getLogger("kconform.fuzz.client")
 
@@ -43,7 +45,8 @@ def client_session(bootstrap: str, topic: str, tag: str, timeout: float = 60.0,
     t0 = time.monotonic()
     deadline = t0 + timeout
     out = SessionResult()
-    base = {"bootstrap.servers": bootstrap, "logger": _log, "socket.timeout.ms": 10000}
+    base = {"bootstrap.servers": bootstrap, "logger": _log, "socket.timeout.ms": 10000,
+            **security.current().librdkafka_config()}   # over SASL: the run's user (kconform fuzz --security)
     producing = {**base, "message.timeout.ms": int(timeout * 1000)}
     try:
         p = Producer({**producing, "enable.idempotence": True, "acks": "all", "linger.ms": 5})

@@ -37,7 +37,7 @@ from kafka.net.sasl.scram import ScramClient
 
 from .. import security
 
-from broker_impl.codec import FrameError, read_frame
+from broker_impl.codec import FrameBuffer, FrameError, read_frame
 
 CLIENT_ID = "kconform-target"
 #: Kafka's UNSUPPORTED_VERSION error code (ApiVersions answers it in v0 layout).
@@ -111,40 +111,83 @@ class ClusterMetadata:
     topics: dict[str, TopicMetadata]
 
 
-def _exchange(sock: socket.socket, address: tuple[str, int], request, response_cls, version: int):
+def _encode(request, version: int) -> bytes:
     request.with_header(correlation_id=next(_correlation_ids), client_id=CLIENT_ID)
-    sock.sendall(request.encode(version=version, header=True, framed=True))
+    return request.encode(version=version, header=True, framed=True)
+
+
+def _exchange(sock: socket.socket, address: tuple[str, int], request, response_cls, version: int):
+    sock.sendall(_encode(request, version))
     frame = read_frame(sock)
     if frame is None:
         raise WireError(f"{address[0]}:{address[1]}: connection closed by the node before the response was complete")
     return response_cls.decode(frame[4:], version=version, header=True)
 
 
-def authenticate(sock: socket.socket, address: tuple[str, int], sec: security.Security) -> None:
+def sasl_conversation(address: tuple[str, int], sec: security.Security):
     """SaslHandshake v1 then SaslAuthenticate v2 with SCRAM (RFC 5802, kafka-python's ScramClient)
-    or PLAIN, as a client does on a SASL listener before any other request (docs/security.md)."""
-    hs = _exchange(sock, address, SaslHandshakeRequest(mechanism=sec.mechanism), SaslHandshakeResponse, 1)
+    or PLAIN, as a client does on a SASL listener before any other request (docs/security.md) --
+    without I/O: a generator that yields ``(request, response_cls, version)`` and is sent each
+    decoded response, so a blocking socket (:func:`authenticate`) and a trio stream (the fuzzer)
+    hold the same conversation. Raises AuthenticationFailed for refused credentials."""
+    where = f"{address[0]}:{address[1]}"
+    hs = yield SaslHandshakeRequest(mechanism=sec.mechanism), SaslHandshakeResponse, 1
     if hs.error_code:
-        raise WireError(f"{address[0]}:{address[1]}: SaslHandshake {sec.mechanism} failed with error code "
+        raise WireError(f"{where}: SaslHandshake {sec.mechanism} failed with error code "
                         f"{hs.error_code} (the node offers {hs.mechanisms})")
 
-    def step(token: bytes) -> bytes:
-        resp = _exchange(sock, address, SaslAuthenticateRequest(auth_bytes=token), SaslAuthenticateResponse, 2)
-        if resp.error_code:
-            raise AuthenticationFailed(f"{address[0]}:{address[1]}: SaslAuthenticate failed with error code "
-                            f"{resp.error_code}: {resp.error_message}")
-        return resp.auth_bytes
+    def refused(resp) -> AuthenticationFailed:
+        return AuthenticationFailed(f"{where}: SaslAuthenticate failed with error code "
+                                    f"{resp.error_code}: {resp.error_message}")
 
     if sec.mechanism == "PLAIN":   # RFC 4616: authzid NUL authcid NUL password, one round
-        step(b"\0" + sec.username.encode() + b"\0" + sec.password.encode())
+        resp = yield (SaslAuthenticateRequest(auth_bytes=b"\0" + sec.username.encode() + b"\0"
+                                              + sec.password.encode()), SaslAuthenticateResponse, 2)
+        if resp.error_code:
+            raise refused(resp)
         return
     scram = ScramClient(sec.username, sec.password, sec.mechanism)
-
-    scram.process_server_first_message(step(scram.first_message()))
+    resp = yield SaslAuthenticateRequest(auth_bytes=scram.first_message()), SaslAuthenticateResponse, 2
+    if resp.error_code:
+        raise refused(resp)
+    scram.process_server_first_message(resp.auth_bytes)
+    resp = yield SaslAuthenticateRequest(auth_bytes=scram.final_message()), SaslAuthenticateResponse, 2
+    if resp.error_code:
+        raise refused(resp)
     try:
-        scram.process_server_final_message(step(scram.final_message()))
+        scram.process_server_final_message(resp.auth_bytes)
     except ValueError as exc:
-        raise WireError(f"{address[0]}:{address[1]}: SCRAM: {exc}") from exc
+        raise WireError(f"{where}: SCRAM: {exc}") from exc
+
+
+def authenticate(sock: socket.socket, address: tuple[str, int], sec: security.Security) -> None:
+    """:func:`sasl_conversation` on a blocking socket."""
+    conversation = sasl_conversation(address, sec)
+    step = next(conversation)
+    while True:
+        try:
+            step = conversation.send(_exchange(sock, address, *step))
+        except StopIteration:
+            return
+
+
+async def authenticate_stream(stream, address: tuple[str, int], sec: security.Security) -> None:
+    """:func:`sasl_conversation` on a trio stream (TLS already wrapped, if any)."""
+    conversation = sasl_conversation(address, sec)
+    step = next(conversation)
+    buf = FrameBuffer(1 << 20)
+    while True:
+        request, response_cls, version = step
+        await stream.send_all(_encode(request, version))
+        while (frame := buf.next_frame()) is None:
+            data = await stream.receive_some(1 << 16)
+            if not data:
+                raise WireError(f"{address[0]}:{address[1]}: connection closed during SASL authentication")
+            buf.feed(data)
+        try:
+            step = conversation.send(response_cls.decode(frame[4:], version=version, header=True))
+        except StopIteration:
+            return
 
 
 def _round_trip(address: tuple[str, int], request, response_cls, version: int, timeout: float):
