@@ -15,6 +15,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ..matrix import client_column
+
 CHECK = T.StructType([T.StructField("name", T.StringType()), T.StructField("passed", T.BooleanType()),
                       T.StructField("message", T.StringType())])
 DIFF = T.StructType([T.StructField("path", T.StringType()), T.StructField("reference", T.StringType()),
@@ -39,6 +41,8 @@ SCHEMA = T.StructType([
     T.StructField("artifacts", T.StringType()),
     T.StructField("known_difference", T.StringType()),
     T.StructField("status", T.StringType()),
+    T.StructField("security_protocol", T.StringType()),
+    T.StructField("group_protocol", T.StringType()),
 ])
 
 
@@ -76,4 +80,8 @@ def load_runs(spark: SparkSession, root: str | Path | list) -> DataFrame:
     if parquet:
         frames.append(_conform(spark.read.parquet(*parquet)))
     df = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
+    # A consumer-protocol or secured run's rows are cells of their own, named as the
+    # compatibility page names its columns (reports/matrix.py client_column).
+    tagged = F.udf(client_column, T.StringType())
+    df = df.withColumn("client", tagged("client", "group_protocol", "security_protocol"))
     return df.withColumn("ts", F.to_timestamp("started_at"))

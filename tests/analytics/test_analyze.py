@@ -201,3 +201,27 @@ def test_release_changes_find_where_kafka_broke_and_fixed_a_case(spark, tmp_path
     assert "Apache Kafka release to release: 3 verdict change(s) per case x client (2 regressed, 1 fixed, 0 other)" \
         in summary
     assert spark.read.parquet(str(out / "release_changes.parquet")).count() == 3
+
+
+def test_a_consumer_protocol_run_keeps_cells_of_its_own(spark, tmp_path):
+    """A `--group-protocol consumer` run of the same cases neither replaces the classic cells nor
+    counts as their flips: its rows are cells of their own, named as the compatibility page's
+    columns (reports/matrix.py client_column)."""
+    from datetime import datetime, timezone
+
+    from tests.reports.peerrows import write_peer_run
+
+    root = tmp_path / "results"
+    write_peer_run(root, "20261124T080000Z-peer01", datetime(2026, 11, 24, 8, 0, tzinfo=timezone.utc))
+    kip848 = write_peer_run(root, "20261125T080000Z-kip848", datetime(2026, 11, 25, 8, 0, tzinfo=timezone.utc))
+    rows = [dict(json.loads(line), group_protocol="consumer", verdict="fail")
+            for line in (kip848 / "results.jsonl").open()]
+    (kip848 / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "analytics"
+    analyze(root, out, spark=spark)
+    matrix = {(r["case"], r["target"], r["client"]): r for r in _csv(out / "matrix.csv")}
+    assert len(matrix) == 2 * 36
+    classic = matrix[("txn/basic_commit", "kfake", "java")]
+    consumer = matrix[("txn/basic_commit", "kfake", "java (group.protocol=consumer)")]
+    assert (classic["verdict"], classic["runs"], consumer["verdict"], consumer["runs"]) == ("pass", "1", "fail", "1")
+    assert not [f for f in _csv(out / "flaky.csv") if f["client"] == "java"]
