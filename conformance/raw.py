@@ -63,10 +63,7 @@ def _round_trip(address: tuple[str, int], frame: bytes, timeout_s: float,
     """Send one frame on a fresh connection and read one response frame (size prefix included).
     ``sec``: the credentials to log in with (default: the run's)."""
     try:
-        sec = sec or security.current()
-        with sec.wrap(socket.create_connection(address, timeout=timeout_s), address[0]) as sock:
-            if sec.sasl:   # a run over SASL: the raw actor authenticates as the clients do, then sends
-                wire.authenticate(sock, address, sec)
+        with wire.open_connection(address, timeout_s, sec) as sock:   # over SASL: logged in as the clients
             sock.sendall(frame)
             answer = read_frame(sock, MAX_RESPONSE_BYTES)
             if answer is None:

@@ -31,11 +31,11 @@ DIR/results.jsonl (case `fuzz/<target>`) so Allure and Spark show the run.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import os
 import random
 import shutil
-import socket
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -43,7 +43,7 @@ from typing import Callable
 
 import trio
 
-from broker_impl.codec import FrameBuffer, FrameError, request_info
+from broker_impl.codec import API_BY_KEY, FrameBuffer, FrameError, request_info
 
 from .. import security
 from ..results import Check, NotApplicable, ResultsFile, Row
@@ -70,7 +70,7 @@ MAX_REPLAY = 30
 #: Over SASL, one connection in this many fuzzes before authenticating (module doc).
 PREAUTH_EVERY = 8
 #: What a connection that has not authenticated may be answered: ApiVersions and SaslHandshake.
-PREAUTH_ANSWERABLE = {18, 17}
+PREAUTH_ANSWERABLE = {k for k, api in API_BY_KEY.items() if api.name in ("ApiVersions", "SaslHandshake")}
 
 
 @dataclass
@@ -417,11 +417,8 @@ class Fuzzer:
         """Frame i on a connection of its own; its answer (if any) read and dropped."""
         _, frame = self.frames(i)
         address = self.target.live_addresses()[0][1]
-        sec = security.current()
         try:
-            with sec.wrap(socket.create_connection(address, timeout=wait_s), address[0]) as s:
-                if sec.sasl:
-                    wire.authenticate(s, address, sec)
+            with wire.open_connection(address, wait_s) as s:
                 s.sendall(frame)
                 s.settimeout(wait_s)
                 try:
@@ -438,11 +435,9 @@ def wrong_password_refused(target) -> bool | None:
     if not sec.sasl:
         return None
     address = target.live_addresses()[0][1]
-    wrong = security.Security(sec.protocol, sec.mechanism, sec.username, sec.password + "-wrong", sec.ca_file)
     try:
-        with sec.wrap(socket.create_connection(address, timeout=10), address[0]) as s:
-            s.settimeout(10)
-            wire.authenticate(s, address, wrong)
+        with wire.open_connection(address, 10, dataclasses.replace(sec, password=sec.password + "-wrong")):
+            pass
     except wire.AuthenticationFailed:
         return True
     except (OSError, wire.WireError):

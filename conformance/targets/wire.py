@@ -190,15 +190,27 @@ async def authenticate_stream(stream, address: tuple[str, int], sec: security.Se
             return
 
 
+def open_connection(address: tuple[str, int], timeout: float, sec: security.Security | None = None) -> socket.socket:
+    """A blocking connection to a broker as the run speaks (``sec``, default the run's): TLS where
+    it does, SASL authenticated where it does. OSError when it cannot connect, WireError
+    (AuthenticationFailed) when the login is refused; the socket is closed on any failure."""
+    sec = sec or security.current()
+    sock = sec.wrap(socket.create_connection(address, timeout=timeout), address[0])
+    try:
+        sock.settimeout(timeout)
+        if sec.sasl:
+            authenticate(sock, address, sec)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
 def _round_trip(address: tuple[str, int], request, response_cls, version: int, timeout: float):
     """Send one framed request at `version` and decode its response (header included); on a run
     over SASL (security.current()) the connection authenticates first."""
-    sec = security.current()
     try:
-        with sec.wrap(socket.create_connection(address, timeout=timeout), address[0]) as sock:
-            sock.settimeout(timeout)
-            if sec.sasl:
-                authenticate(sock, address, sec)
+        with open_connection(address, timeout) as sock:
             return _exchange(sock, address, request, response_cls, version)
     except (OSError, FrameError) as exc:  # refused, reset, timed out, cut short
         raise WireError(f"{address[0]}:{address[1]}: {exc}") from exc
