@@ -33,6 +33,7 @@ from conformance.targets.maven import DEFAULT_KAFKA_VERSION
 
 from .. import group_protocol, security
 from ..dsl.model import Case
+from ..history import reference_bugs
 from ..results import Check, NotApplicable, Row, TargetCrashed, Verdict, VerdictException
 from .actors import client_version
 from .case_run import CaseRun
@@ -270,6 +271,7 @@ class RowRun:
         if case.workload is not None:
             checks = steps.checks + self.case_run.check(outcome, proxy.transcript_lines() if proxy is not None else None)
             self.row.workload = self.case_run.summary
+            self._explain_by_reference_bug()
             outcome = workload_outcome(self.case_run.summary)
             self.raw_outcome = {"steps": steps.records}
             for name in WORKLOAD_ARTIFACTS:
@@ -281,6 +283,18 @@ class RowRun:
             checks.append(Check("observation", False, "; ".join(ns.unmap(observed["observe_errors"]))))
         self.row.outcome = normalise_outcome(outcome)
         self.row.judge(checks)
+
+    def _explain_by_reference_bug(self) -> None:
+        """On Apache Kafka: a workload row whose every anomaly the broker's own log proves to be a
+        known Kafka bug (history/reference_bugs.py) fails with that bug as its reason, and its
+        summary keeps the proof; anything unproved stays an unexplained failure."""
+        if not target_class(self.slot.name).reference or not self.case_run.anomalies:
+            return
+        lines = self.ns.unmap(_log_lines(self.target, self.log_offsets, "likely deleted already"))
+        found = reference_bugs.explain(self.case_run.anomalies, self.case_run.history.events(), lines)
+        if found is not None:
+            self.row.known_reference_bug = found.key
+            self.row.workload["reference_bug"] = found.to_dict()
 
     def play_application(self) -> None:
         """An application (conformance/apps) instead of steps: it verifies exactly-once itself;
@@ -376,6 +390,19 @@ def _log_sizes(target) -> dict[Path, int]:
             out[path] = path.stat().st_size
         except OSError:
             pass
+    return out
+
+
+def _log_lines(target, offsets: dict[Path, int], needle: str) -> list[str]:
+    """The lines holding `needle` that every broker log got during this row."""
+    out: list[str] = []
+    for path in target.log_files() if target is not None else []:
+        try:
+            with open(path, "r", encoding="utf-8", errors="replace") as f:
+                f.seek(offsets.get(path, 0))
+                out += [line for line in f if needle in line]
+        except OSError:
+            continue
     return out
 
 

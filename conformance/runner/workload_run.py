@@ -100,6 +100,8 @@ class WorkloadRun:
         #: What the end phase found: drained (copiers caught up), hanging partitions.
         self.end: dict[str, Any] = {}
         self.summary: dict[str, Any] = {}
+        #: What check() found (a reference row may have them explained by a Kafka bug).
+        self.anomalies: list[Anomaly] = []
 
     def plan_copiers(self) -> dict[str, str]:
         """Copiers whose client cannot copy exactly once in a group whose members come and go
@@ -419,6 +421,7 @@ class WorkloadRun:
                                                         f"{h.get('high_watermark')} at the end", [h]))
         workers = {wk.name: wk for wk in self.w.workers}
         anomalies = check(events, workers, outcome, extra=extra, copier_groups=self._copier_groups())
+        self.anomalies = anomalies
         wire = {"client": wire_profile.profile(errors).get("client", {}),
                 "broker": wire_profile.profile(errors).get("broker", {}),
                 "clients_reported": wire_profile.client_profile(events),

@@ -1,0 +1,110 @@
+"""Anomalies of a reference row that a known Apache Kafka bug explains, proved from the broker's log.
+
+A workload row on Apache Kafka can fail for a bug of Kafka itself. Saying so by pattern ("a lost
+commit right after a node was killed looks like KAFKA-20734") would hide the next new bug that
+looks alike, so an anomaly counts as explained only when the broker wrote down, in its own log,
+the step the bug consists of, for the very partitions (and transactional id) the anomaly names.
+
+KAFKA-20734 (Kafka 4.3.0 - 4.4.0): the TransactionMarkerChannelManager finds no leader for a
+partition of a transaction it completes (4.3's KRaftMetadataCache answers a partition whose leader
+is -1 as if it did not exist, as it is while a restarted single node replays its own fencing),
+logs "Couldn't find leader endpoint for partitions Set(...) while trying to send transaction markers
+for <transactional id>, these partitions are likely deleted already and hence can be skipped", and
+writes CompleteCommit without those markers. A workload never deletes a topic, so that line naming
+one of its partitions is the bug. What the checker sees afterwards: the records of the committed
+transaction stay undecided on those partitions (`hanging_transaction`) until a later abort of the
+same producer closes them as aborted (`lost_write`: acknowledged commits missing from
+read_committed). Only these two kinds can come of it; a row with any other anomaly is not
+explained, nor one whose anomalies were seen more often than their evidence shows.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from .checker import Anomaly
+
+#: KAFKA-20734's own log line (TransactionMarkerChannelManager, Kafka 4.3.x / 4.4.0).
+SKIPPED_MARKERS = re.compile(
+    r"Couldn't find leader endpoint for partitions Set\((?P<partitions>[^)]*)\) while trying to send "
+    r"transaction markers for (?P<tid>\S+?), these partitions are likely deleted already")
+KAFKA_20734 = "KAFKA-20734"
+#: The anomaly kinds a commit without some of its markers can cause.
+EXPLAINABLE = frozenset({"lost_write", "hanging_transaction"})
+
+
+@dataclass
+class Explained:
+    """The Kafka bug behind every anomaly of a row, and the log lines that show it."""
+
+    key: str
+    #: (transactional id, partition) pairs whose markers the coordinator skipped, as the log says.
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    log_lines: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "skipped_markers": [{"transactional_id": t, "partition": p} for t, p in self.skipped],
+                "log_lines": self.log_lines[:10]}
+
+
+def skipped_markers(log_lines: Iterable[str]) -> tuple[set[tuple[str, str]], list[str]]:
+    """Every (transactional id, partition) whose marker a coordinator skipped, and those lines.
+    Names are as the lines give them: unmap them to the case's names first."""
+    pairs: set[tuple[str, str]] = set()
+    lines: list[str] = []
+    for line in log_lines:
+        if "likely deleted already" not in line:
+            continue
+        m = SKIPPED_MARKERS.search(line)
+        if m is None:
+            continue
+        lines.append(line.rstrip("\n"))
+        for p in m.group("partitions").split(","):
+            if p.strip():
+                pairs.add((m.group("tid"), p.strip()))
+    return pairs, lines
+
+
+def _worker_tids(events: Iterable[dict[str, Any]]) -> dict[str, set[str]]:
+    """The transactional ids each worker initialised (init's invocation names it)."""
+    out: dict[str, set[str]] = {}
+    for e in events:
+        if e.get("f") == "init" and e.get("type") == "invoke" and isinstance(e.get("value"), dict):
+            tid = e["value"].get("tid")
+            if tid:
+                out.setdefault(e.get("worker", ""), set()).add(tid)
+    return out
+
+
+def explain(anomalies: list[Anomaly], events: list[dict[str, Any]], log_lines: Iterable[str]) -> Explained | None:
+    """KAFKA-20734 when every anomaly is a lost commit or a hanging partition on a partition whose
+    markers the log says were skipped (a lost commit: for its own transactional id); None when
+    there is no anomaly, or any one is of another kind, or not proved so."""
+    if not anomalies or any(a.kind not in EXPLAINABLE for a in anomalies):
+        return None
+    skipped, lines = skipped_markers(log_lines)
+    if not skipped:
+        return None
+    tids = _worker_tids(events)
+    partitions = {p for _, p in skipped}
+    used: set[tuple[str, str]] = set()
+    for a in anomalies:
+        if a.count > len(a.evidence):
+            return None
+        for ev in a.evidence:
+            partition = ev.get("partition")
+            if a.kind == "hanging_transaction":
+                if partition not in partitions:
+                    return None
+                used |= {(t, p) for t, p in skipped if p == partition}
+                continue
+            commit = ev.get("commit")
+            if not isinstance(commit, dict) or commit.get("type") != "ok":
+                return None     # a plain send's loss, or a commit not answered ok: not this bug
+            worker = str(commit.get("process", "")).split("#")[0]
+            mine = {(t, partition) for t in tids.get(worker, ())} & skipped
+            if not mine:
+                return None
+            used |= mine
+    return Explained(KAFKA_20734, sorted(used), lines)

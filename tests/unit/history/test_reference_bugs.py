@@ -1,0 +1,51 @@
+"""A reference row's anomalies are a known Kafka bug only when the broker's log proves it."""
+from __future__ import annotations
+
+from conformance.history.checker import Anomaly
+from conformance.history.reference_bugs import KAFKA_20734, explain, skipped_markers
+
+LINE = ("[2026-11-27 06:19:47,268] INFO [Transaction Marker Channel Manager 1]: Couldn't find leader endpoint "
+        "for partitions Set(in-2, data-2) while trying to send transaction markers for txn-t1, these partitions "
+        "are likely deleted already and hence can be skipped (kafka.coordinator.transaction."
+        "TransactionMarkerChannelManager)\n")
+EVENTS = [{"process": "t1#2", "worker": "t1", "type": "invoke", "f": "init", "value": {"tid": "txn-t1"}},
+          {"process": "t2#1", "worker": "t2", "type": "invoke", "f": "init", "value": {"tid": "txn-t2"}}]
+
+
+def lost(value: str, partition: str, process: str = "t1#2", answer: str = "ok") -> dict:
+    return {"value": value, "partition": partition, "offset": 7,
+            "commit": {"process": process, "type": answer, "f": "txn", "time": 167.0}}
+
+
+def test_the_log_lines_name_transactional_id_and_partitions() -> None:
+    pairs, lines = skipped_markers(["noise\n", LINE, "likely deleted already, but another sentence\n"])
+    assert pairs == {("txn-t1", "in-2"), ("txn-t1", "data-2")}
+    assert lines == [LINE.rstrip("\n")]
+
+
+def test_lost_commits_on_the_skipped_partitions_are_kafka_20734() -> None:
+    a = Anomaly("lost_write", "2 x ...", [lost("t1-1170", "data-2"), lost("t1-1171", "in-2")], 167.0, 2)
+    found = explain([a], EVENTS, [LINE])
+    assert found is not None and found.key == KAFKA_20734
+    assert found.to_dict()["skipped_markers"] == [{"transactional_id": "txn-t1", "partition": "data-2"},
+                                                  {"transactional_id": "txn-t1", "partition": "in-2"}]
+
+
+def test_a_hanging_partition_whose_markers_were_skipped_is_explained() -> None:
+    a = Anomaly("hanging_transaction", "in-2: ...", [{"partition": "in-2", "last_stable": 3, "high_watermark": 9}])
+    assert explain([a], EVENTS, [LINE]).key == KAFKA_20734
+
+
+def test_what_the_log_does_not_prove_stays_unexplained() -> None:
+    # another partition, another producer's commit, a plain send, a commit not answered ok
+    for ev in (lost("t1-1", "data-0"), lost("t2-1", "data-2", process="t2#1"),
+               {"value": "p1-1", "partition": "data-2", "offset": 3}, lost("t1-2", "data-2", answer="info")):
+        assert explain([Anomaly("lost_write", "x", [ev])], EVENTS, [LINE]) is None
+    # any other kind beside it
+    both = [Anomaly("lost_write", "x", [lost("t1-1170", "data-2")]), Anomaly("duplicate", "y", [{"value": "a"}])]
+    assert explain(both, EVENTS, [LINE]) is None
+    # seen more often than its evidence shows: the unseen ones are not proved
+    assert explain([Anomaly("lost_write", "x", [lost("t1-1170", "data-2")], count=25)], EVENTS, [LINE]) is None
+    # no such line in the log, or no anomaly at all
+    assert explain([Anomaly("lost_write", "x", [lost("t1-1170", "data-2")])], EVENTS, ["INFO all fine\n"]) is None
+    assert explain([], EVENTS, [LINE]) is None
