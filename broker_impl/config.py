@@ -63,6 +63,7 @@ DEFAULTS: dict[str, str] = {
     "transaction.version": "2",
     "replica.fetch.max.bytes": "1048576",
     "fetch.max.bytes": "57671680",
+    "max.incremental.fetch.session.cache.slots": "1000",
     "connections.max.idle.ms": "600000",
     "cluster.id": "kconform-embedded-cluster",
     # empty: advertise the bound address; "PLAINTEXT://HOST:PORT" to put a proxy in front

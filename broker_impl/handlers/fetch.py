@@ -22,10 +22,10 @@ the followers of a partition (replica id >= 0).
 - Long poll: when fewer than ``min_bytes`` are available the request waits,
   up to ``max_wait_ms``, for appends (or a higher high watermark), then answers with what is
   there.
-- Fetch sessions (KIP-227): this broker answers every request as a
-  sessionless full fetch (session id 0), which Kafka itself does when its
-  session cache is full; clients then keep sending full requests. A request
-  naming an unknown session id gets FETCH_SESSION_ID_NOT_FOUND.
+- Fetch sessions (KIP-227, server/fetch_session.py): a full fetch at epoch 0 opens a session, an
+  incremental one names only what changed and is answered only the partitions with something to
+  say; session errors (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH,
+  FETCH_SESSION_TOPIC_ID_ERROR) as Kafka's FetchManager gives them.
 """
 
 from __future__ import annotations
@@ -38,12 +38,13 @@ from . import handles
 from ..log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from ..protocol.errors import Errors, KafkaError
 from ..cluster.authorizer import AclOperation as Op, ResourceType as Res, allowed, allowed_cluster
+from ..server.fetch_session import FetchContext, FetchTarget
 
 if TYPE_CHECKING:
     from ..server.broker import Broker
 
 READ_COMMITTED = 1
-INVALID_SESSION_ID = 0
+ZERO_ID = bytes(16)
 
 
 def replica_id_of(ctx, req) -> int:
@@ -54,10 +55,10 @@ def replica_id_of(ctx, req) -> int:
     return req.replica_state.replica_id if req.replica_state is not None else -1
 
 
-def _read_all(broker: Broker, ctx, req, endpoints: dict):
+def _read_all(broker: Broker, ctx, req, targets: list[FetchTarget], endpoints: dict):
+    """Every target partition read, in order: [(target, PartitionData)] and the bytes read."""
     R = ctx.api.Response
-    T = R.FetchableTopicResponse
-    P = T.PartitionData
+    P = R.FetchableTopicResponse.PartitionData
     A = P.AbortedTransaction
     by_id = ctx.version >= 13
     replica_id = replica_id_of(ctx, req)
@@ -74,103 +75,155 @@ def _read_all(broker: Broker, ctx, req, endpoints: dict):
     # KafkaApis: a follower needs CLUSTER_ACTION on the cluster (else every partition is
     # TOPIC_AUTHORIZATION_FAILED), a consumer READ on each topic (after an unknown topic id)
     follower_denied = follower and not allowed_cluster(broker, ctx, Op.CLUSTER_ACTION)
-    for ft in req.topics:
-        topic = broker.topics.by_id.get(bytes(ft.topic_id)) if by_id else broker.topics.get(ft.topic)
-        denied = follower_denied or not (follower or (by_id and topic is None) or allowed(
-            broker, ctx, Op.READ, Res.TOPIC, topic.name if topic is not None else ft.topic))
-        parts = []
-        for fp in ft.partitions:
-            pr = P(partition_index=fp.partition, error_code=0, high_watermark=-1, last_stable_offset=-1,
-                   log_start_offset=-1, aborted_transactions=None if not committed else [],
-                   preferred_read_replica=-1, records=b"")
-            parts.append(pr)
-            if denied:
-                pr.error_code = Errors.TOPIC_AUTHORIZATION_FAILED
-                pr.aborted_transactions = []
-                continue
-            if topic is None or not 0 <= fp.partition < len(topic.partitions):
-                # Kafka 4.3.1 (measured): an unknown partition of a known topic id is
-                # UNKNOWN_TOPIC_OR_PARTITION, and either answer carries an empty aborted list
-                pr.error_code = Errors.UNKNOWN_TOPIC_ID if by_id and topic is None else Errors.UNKNOWN_TOPIC_OR_PARTITION
-                pr.aborted_transactions = []
-                continue
-            part = topic.partitions[fp.partition]
-            err = part.leader_error(fp.current_leader_epoch if ctx.version >= 9 else -1, require_leader=only_leader)
-            if err is None and follower and replica_id not in part.remote:
-                # Kafka's Partition.followerReplicaOrThrow, before anything is read: a fetch
-                # from a node that is no follower of the partition
-                err = Errors.NOT_LEADER_OR_FOLLOWER
-            if err is not None:
-                pr.error_code = err
-                # the leader it knows of, from v16 on (KIP-951; Kafka's KafkaApis, both errors)
-                leader_errors = (Errors.NOT_LEADER_OR_FOLLOWER, Errors.FENCED_LEADER_EPOCH)
-                hint = rm.leader_hint(part) if ctx.version >= 16 and err in leader_errors else None
-                if hint is not None:
-                    leader, epoch, host, port = hint
-                    pr.current_leader = P.LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch)
-                    endpoints[leader] = R.NodeEndpoint(node_id=leader, host=host, port=port, rack=None)
-                continue
-            plog = part.log
-            if ctx.version >= 12 and fp.last_fetched_epoch >= 0:
-                epoch, end = part.end_offset_for_epoch(fp.last_fetched_epoch)
-                if epoch == UNDEFINED_EPOCH or end == UNDEFINED_EPOCH_OFFSET or fp.fetch_offset < plog.log_start_offset:
-                    # Kafka answers this error with no offsets at all (-1: ReplicaManager's
-                    # createLogReadResult) and a null aborted list
-                    pr.error_code = Errors.OFFSET_OUT_OF_RANGE
-                    pr.aborted_transactions = None
-                    continue
-            pr.high_watermark = plog.high_watermark
-            pr.last_stable_offset = plog.last_stable_offset
-            pr.log_start_offset = plog.log_start_offset
-            if ctx.version >= 12 and fp.last_fetched_epoch >= 0 and (epoch < fp.last_fetched_epoch or end < fp.fetch_offset):
-                pr.diverging_epoch = P.EpochEndOffset(epoch=epoch, end_offset=end)
-                continue
-            if fp.fetch_offset < plog.log_start_offset or fp.fetch_offset > plog.log_end_offset:
+    authorized: dict = {}
+    for target in targets:
+        fp = target.fp
+        topic = broker.topics.by_id.get(bytes(target.topic_id)) if by_id else broker.topics.get(target.topic)
+        name = topic.name if topic is not None else target.topic
+        if name not in authorized:
+            authorized[name] = not follower_denied and (follower or (by_id and topic is None) or allowed(
+                broker, ctx, Op.READ, Res.TOPIC, name))
+        denied = not authorized[name]
+        pr = P(partition_index=fp.partition, error_code=0, high_watermark=-1, last_stable_offset=-1,
+               log_start_offset=-1, aborted_transactions=None if not committed else [],
+               preferred_read_replica=-1, records=b"")
+        out.append((target, pr))
+        if denied:
+            pr.error_code = Errors.TOPIC_AUTHORIZATION_FAILED
+            pr.aborted_transactions = []
+            continue
+        if topic is None or not 0 <= fp.partition < len(topic.partitions):
+            # Kafka 4.3.1 (measured): an unknown partition of a known topic id is
+            # UNKNOWN_TOPIC_OR_PARTITION, and either answer carries an empty aborted list
+            pr.error_code = Errors.UNKNOWN_TOPIC_ID if by_id and topic is None else Errors.UNKNOWN_TOPIC_OR_PARTITION
+            pr.aborted_transactions = []
+            continue
+        part = topic.partitions[fp.partition]
+        err = part.leader_error(fp.current_leader_epoch if ctx.version >= 9 else -1, require_leader=only_leader)
+        if err is None and follower and replica_id not in part.remote:
+            # Kafka's Partition.followerReplicaOrThrow, before anything is read: a fetch
+            # from a node that is no follower of the partition
+            err = Errors.NOT_LEADER_OR_FOLLOWER
+        if err is not None:
+            pr.error_code = err
+            # the leader it knows of, from v16 on (KIP-951; Kafka's KafkaApis, both errors)
+            leader_errors = (Errors.NOT_LEADER_OR_FOLLOWER, Errors.FENCED_LEADER_EPOCH)
+            hint = rm.leader_hint(part) if ctx.version >= 16 and err in leader_errors else None
+            if hint is not None:
+                leader, epoch, host, port = hint
+                pr.current_leader = P.LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch)
+                endpoints[leader] = R.NodeEndpoint(node_id=leader, host=host, port=port, rack=None)
+            continue
+        plog = part.log
+        if ctx.version >= 12 and fp.last_fetched_epoch >= 0:
+            epoch, end = part.end_offset_for_epoch(fp.last_fetched_epoch)
+            if epoch == UNDEFINED_EPOCH or end == UNDEFINED_EPOCH_OFFSET or fp.fetch_offset < plog.log_start_offset:
+                # Kafka answers this error with no offsets at all (-1: ReplicaManager's
+                # createLogReadResult) and a null aborted list
                 pr.error_code = Errors.OFFSET_OUT_OF_RANGE
+                pr.aborted_transactions = None
                 continue
-            if follower:
-                try:
-                    rm.record_follower_fetch(part, replica_id, fp.fetch_offset, fp.log_start_offset)
-                except KafkaError as exc:
-                    pr.error_code = exc.error
-                    continue
-                pr.high_watermark = plog.high_watermark
-                pr.last_stable_offset = plog.last_stable_offset
-                upper = plog.log_end_offset
-            else:
-                upper = pr.last_stable_offset if committed else pr.high_watermark
-            limit = min(fp.partition_max_bytes, remaining)
-            if fp.fetch_offset >= upper or (limit <= 0 and total > 0):
-                continue
+        pr.high_watermark = plog.high_watermark
+        pr.last_stable_offset = plog.last_stable_offset
+        pr.log_start_offset = plog.log_start_offset
+        if ctx.version >= 12 and fp.last_fetched_epoch >= 0 and (epoch < fp.last_fetched_epoch or end < fp.fetch_offset):
+            pr.diverging_epoch = P.EpochEndOffset(epoch=epoch, end_offset=end)
+            continue
+        if fp.fetch_offset < plog.log_start_offset or fp.fetch_offset > plog.log_end_offset:
+            pr.error_code = Errors.OFFSET_OUT_OF_RANGE
+            continue
+        if follower:
             try:
-                info = plog.read(fp.fetch_offset, limit, max_offset=upper, min_one_batch=total == 0)
+                rm.record_follower_fetch(part, replica_id, fp.fetch_offset, fp.log_start_offset)
             except KafkaError as exc:
                 pr.error_code = exc.error
                 continue
-            data = info.records
-            if data:
-                pr.records = data
-                n = len(data)
-                total += n
-                remaining -= n
-                if committed:
-                    pr.aborted_transactions = [A(producer_id=pid, first_offset=first)
-                                               for pid, first in plog.aborted_transactions(fp.fetch_offset, info.aborted_upper_bound)]
-        out.append(T(topic=ft.topic, topic_id=ft.topic_id, partitions=parts))
+            pr.high_watermark = plog.high_watermark
+            pr.last_stable_offset = plog.last_stable_offset
+            upper = plog.log_end_offset
+        else:
+            upper = pr.last_stable_offset if committed else pr.high_watermark
+        limit = min(fp.partition_max_bytes, remaining)
+        if fp.fetch_offset >= upper or (limit <= 0 and total > 0):
+            continue
+        try:
+            info = plog.read(fp.fetch_offset, limit, max_offset=upper, min_one_batch=total == 0)
+        except KafkaError as exc:
+            pr.error_code = exc.error
+            continue
+        data = info.records
+        if data:
+            pr.records = data
+            n = len(data)
+            total += n
+            remaining -= n
+            if committed:
+                pr.aborted_transactions = [A(producer_id=pid, first_offset=first)
+                                           for pid, first in plog.aborted_transactions(fp.fetch_offset, info.aborted_upper_bound)]
     return out, total
+
+
+def _targets(ctx, req) -> list[FetchTarget]:
+    by_id = ctx.version >= 13
+    return [FetchTarget(None if by_id else ft.topic, bytes(ft.topic_id) if by_id else ZERO_ID, fp)
+            for ft in req.topics for fp in ft.partitions]
+
+
+def _forgotten(ctx, req) -> list[tuple[str | None, bytes, int]]:
+    by_id = ctx.version >= 13
+    return [(None if by_id else ft.topic, bytes(ft.topic_id) if by_id else ZERO_ID, p)
+            for ft in (req.forgotten_topics_data or []) for p in ft.partitions]
+
+
+def _topics(ctx, answered: list) -> list:
+    """The answered partitions as the response lists them: a topic entry per run of partitions
+    of the same topic (FetchResponse.of)."""
+    T = ctx.api.Response.FetchableTopicResponse
+    by_id = ctx.version >= 13
+    out: list = []
+    last = None
+    for target, pr in answered:
+        key = (target.topic, target.topic_id)
+        if key != last:
+            out.append(T(topic="" if by_id else target.topic, topic_id=target.topic_id, partitions=[]))
+            last = key
+        out[-1].partitions.append(pr)
+    return out
+
+
+def _server_error(ctx, req, message: str):
+    """What Kafka answers a Fetch it throws on (FetchRequest.getErrorResponse): the error at the top
+    and, before v13, on every partition named."""
+    R = ctx.api.Response
+    P = R.FetchableTopicResponse.PartitionData
+    answered = [] if ctx.version >= 13 else [
+        (t, P(partition_index=t.fp.partition, error_code=Errors.UNKNOWN_SERVER_ERROR, high_watermark=-1,
+              last_stable_offset=-1, log_start_offset=-1, aborted_transactions=[], preferred_read_replica=-1,
+              records=b"")) for t in _targets(ctx, req)]
+    return R(throttle_time_ms=0, error_code=Errors.UNKNOWN_SERVER_ERROR, session_id=req.session_id,
+             responses=_topics(ctx, answered), node_endpoints=[])
 
 
 @handles("Fetch")
 async def handle_fetch(broker: Broker, ctx, req):
     R = ctx.api.Response
-    if ctx.version >= 7 and req.session_id != INVALID_SESSION_ID:
-        return R(throttle_time_ms=0, error_code=Errors.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])
+    now_ms = int(trio.current_time() * 1000)
+    if ctx.version >= 7:
+        try:
+            fctx = broker.fetch_sessions.new_context(ctx.version, req.session_id, req.session_epoch,
+                                                     replica_id_of(ctx, req) >= 0, _targets(ctx, req),
+                                                     _forgotten(ctx, req), now_ms)
+        except KafkaError as exc:
+            return _server_error(ctx, req, str(exc))
+    else:
+        fctx = FetchContext(broker.fetch_sessions, "sessionless", _targets(ctx, req))
     endpoints: dict = {}
-    responses, total = _read_all(broker, ctx, req, endpoints)
-    if total < req.min_bytes and req.max_wait_ms > 0 and not endpoints:
+    answers, total = _read_all(broker, ctx, req, fctx.targets, endpoints)
+    if fctx.kind != "error" and total < req.min_bytes and req.max_wait_ms > 0 and not endpoints:
         with trio.move_on_after(req.max_wait_ms / 1000.0):
             while total < req.min_bytes:
                 await broker.wait_for_append()
-                responses, total = _read_all(broker, ctx, req, endpoints)
-    return R(throttle_time_ms=0, error_code=0, session_id=INVALID_SESSION_ID, responses=responses,
+                answers, total = _read_all(broker, ctx, req, fctx.targets, endpoints)
+    error, session_id, answered = fctx.respond(answers, int(trio.current_time() * 1000))
+    return R(throttle_time_ms=0, error_code=error, session_id=session_id, responses=_topics(ctx, answered),
              node_endpoints=list(endpoints.values()))

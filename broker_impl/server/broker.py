@@ -49,6 +49,7 @@ from .broker_lifecycle import CONTROLLED_SHUTDOWN_RECHECK_S, BrokerLifecycleMana
 from .connection import LocalRequests, serve_connection
 from .controller_server import ControllerServer
 from .listeners import parse_listeners
+from .fetch_session import FetchSessionCache
 from .replica_manager import ReplicaManager
 from .topic_creation import TopicCreator
 
@@ -98,6 +99,8 @@ class Broker:
             self.scram_credentials.open_file(self.data_dir)
         self.authorizer = StandardAuthorizer.from_config(config, self.data_dir, self.is_cluster)
         self.replica_manager = ReplicaManager(self)
+        #: KIP-227's sessions live in memory: a restarted broker knows none (FETCH_SESSION_ID_NOT_FOUND)
+        self.fetch_sessions = FetchSessionCache(config.int("max.incremental.fetch.session.cache.slots"))
         self.topics = TopicRegistry(self.data_dir, lambda d, c: _open_partition_log(d, c, config),
                                     self.replica_manager.new_partition, creates_topics=not self.is_cluster,
                                     log_config=config.log_config)

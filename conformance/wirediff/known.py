@@ -56,11 +56,6 @@ KNOWN: tuple[Known, ...] = (
     Known(EMBEDDED, "ApiVersions", "", r"ApiVersions v3\)\.response\.supported_features$",
           "before v4 Kafka lists only the features whose lowest level is above 0, which of Kafka's is "
           "metadata.version alone; the embedded broker has no metadata.version (see above)"),
-    Known(EMBEDDED, "Fetch", r"^(-1|0|max):session_(id|epoch)$", r"",
-          "fetch sessions (KIP-227) are not implemented: the embedded broker answers every Fetch as a "
-          "sessionless full fetch (session id 0) and a session id it never gave with "
-          "FETCH_SESSION_ID_NOT_FOUND; Kafka creates a session for epoch 0, answers epoch -1 with no "
-          "session as a full fetch, and fails a session id it never gave with UNKNOWN_SERVER_ERROR"),
     # ---------------------------------------------------------------- request shapes no client sends
     Known(EMBEDDED, PER_PARTITION, EMPTY_NESTED, r"",
           "a topic (or a WriteTxnMarkers marker) with an empty list of partitions: Kafka builds these "
