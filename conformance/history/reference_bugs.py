@@ -29,6 +29,10 @@ from .checker import Anomaly
 SKIPPED_MARKERS = re.compile(
     r"Couldn't find leader endpoint for partitions Set\((?P<partitions>[^)]*)\) while trying to send "
     r"transaction markers for (?P<tid>\S+?), these partitions are likely deleted already")
+#: The coordinator's line for every InitProducerId: which producer id a transactional id holds.
+INITIALIZED = re.compile(r"Initialized transactionalId (?P<tid>\S+) with producerId (?P<pid>\d+)")
+#: What the broker-log lines this module reads contain (a filter for reading big logs).
+NEEDLES = ("likely deleted already", "Initialized transactionalId")
 KAFKA_20734 = "KAFKA-20734"
 #: The anomaly kinds a commit without some of its markers can cause.
 EXPLAINABLE = frozenset({"lost_write", "hanging_transaction"})
@@ -54,9 +58,7 @@ def skipped_markers(log_lines: Iterable[str]) -> tuple[set[tuple[str, str]], lis
     pairs: set[tuple[str, str]] = set()
     lines: list[str] = []
     for line in log_lines:
-        if "likely deleted already" not in line:
-            continue
-        m = SKIPPED_MARKERS.search(line)
+        m = SKIPPED_MARKERS.search(line) if "likely deleted already" in line else None
         if m is None:
             continue
         lines.append(line.rstrip("\n"))
@@ -64,6 +66,16 @@ def skipped_markers(log_lines: Iterable[str]) -> tuple[set[tuple[str, str]], lis
             if p.strip():
                 pairs.add((m.group("tid"), p.strip()))
     return pairs, lines
+
+
+def producer_tids(log_lines: Iterable[str]) -> dict[int, set[str]]:
+    """producer id -> the transactional ids the coordinator gave it (its INFO line per InitProducerId)."""
+    out: dict[int, set[str]] = {}
+    for line in log_lines:
+        m = INITIALIZED.search(line) if "Initialized transactionalId" in line else None
+        if m is not None:
+            out.setdefault(int(m.group("pid")), set()).add(m.group("tid"))
+    return out
 
 
 def _worker_tids(events: Iterable[dict[str, Any]]) -> dict[str, set[str]]:
@@ -78,16 +90,19 @@ def _worker_tids(events: Iterable[dict[str, Any]]) -> dict[str, set[str]]:
 
 
 def explain(anomalies: list[Anomaly], events: list[dict[str, Any]], log_lines: Iterable[str]) -> Explained | None:
-    """KAFKA-20734 when every anomaly is a lost commit or a hanging partition on a partition whose
-    markers the log says were skipped (a lost commit: for its own transactional id); None when
-    there is no anomaly, or any one is of another kind, or not proved so."""
+    """KAFKA-20734 when every anomaly is a lost commit or a hanging partition whose markers the log
+    says were skipped for that very transaction (a lost commit: its own transactional id; a hanging
+    partition: the transactional id of each producer whose open transaction holds it, as the
+    coordinator's "Initialized transactionalId" lines name the producer ids); None when there is no
+    anomaly, or any one is of another kind, or not proved so."""
     if not anomalies or any(a.kind not in EXPLAINABLE for a in anomalies):
         return None
+    log_lines = list(log_lines)
     skipped, lines = skipped_markers(log_lines)
+    pids = producer_tids(log_lines)
     if not skipped:
         return None
     tids = _worker_tids(events)
-    partitions = {p for _, p in skipped}
     used: set[tuple[str, str]] = set()
     for a in anomalies:
         if a.count > len(a.evidence):
@@ -95,9 +110,14 @@ def explain(anomalies: list[Anomaly], events: list[dict[str, Any]], log_lines: I
         for ev in a.evidence:
             partition = ev.get("partition")
             if a.kind == "hanging_transaction":
-                if partition not in partitions:
+                holders = [p["producer_id"] for p in ev.get("producers") or () if p.get("current_txn_start_offset", -1) >= 0]
+                if not holders:
                     return None
-                used |= {(t, p) for t, p in skipped if p == partition}
+                for pid in holders:
+                    mine = {(t, partition) for t in pids.get(pid, ())} & skipped
+                    if not mine:
+                        return None
+                    used |= mine
                 continue
             commit = ev.get("commit")
             if not isinstance(commit, dict) or commit.get("type") != "ok":

@@ -290,7 +290,7 @@ class RowRun:
         summary keeps the proof; anything unproved stays an unexplained failure."""
         if not target_class(self.slot.name).reference or not self.case_run.anomalies:
             return
-        lines = self.ns.unmap(_log_lines(self.target, self.log_offsets, "likely deleted already"))
+        lines = self.ns.unmap(_log_lines(self.target, self.log_offsets, reference_bugs.NEEDLES))
         found = reference_bugs.explain(self.case_run.anomalies, self.case_run.history.events(), lines)
         if found is not None:
             self.row.known_reference_bug = found.key
@@ -393,14 +393,14 @@ def _log_sizes(target) -> dict[Path, int]:
     return out
 
 
-def _log_lines(target, offsets: dict[Path, int], needle: str) -> list[str]:
-    """The lines holding `needle` that every broker log got during this row."""
+def _log_lines(target, offsets: dict[Path, int], needles: tuple[str, ...]) -> list[str]:
+    """The lines holding one of `needles` that every broker log got during this row."""
     out: list[str] = []
     for path in target.log_files() if target is not None else []:
         try:
             with open(path, "r", encoding="utf-8", errors="replace") as f:
                 f.seek(offsets.get(path, 0))
-                out += [line for line in f if needle in line]
+                out += [line for line in f if any(n in line for n in needles)]
         except OSError:
             continue
     return out

@@ -8,6 +8,7 @@ LINE = ("[2026-11-27 06:19:47,268] INFO [Transaction Marker Channel Manager 1]: 
         "for partitions Set(in-2, data-2) while trying to send transaction markers for txn-t1, these partitions "
         "are likely deleted already and hence can be skipped (kafka.coordinator.transaction."
         "TransactionMarkerChannelManager)\n")
+INIT = "[2026-11-27 06:16:53,570] INFO [TransactionCoordinator id=1] Initialized transactionalId txn-t1 with producerId 4 and producer epoch 0 on partition __transaction_state-4\n"
 EVENTS = [{"process": "t1#2", "worker": "t1", "type": "invoke", "f": "init", "value": {"tid": "txn-t1"}},
           {"process": "t2#1", "worker": "t2", "type": "invoke", "f": "init", "value": {"tid": "txn-t2"}}]
 
@@ -31,9 +32,19 @@ def test_lost_commits_on_the_skipped_partitions_are_kafka_20734() -> None:
                                                   {"transactional_id": "txn-t1", "partition": "in-2"}]
 
 
-def test_a_hanging_partition_whose_markers_were_skipped_is_explained() -> None:
-    a = Anomaly("hanging_transaction", "in-2: ...", [{"partition": "in-2", "last_stable": 3, "high_watermark": 9}])
-    assert explain([a], EVENTS, [LINE]).key == KAFKA_20734
+def hanging(partition: str, holder: int) -> Anomaly:
+    return Anomaly("hanging_transaction", f"{partition}: ...", [{
+        "partition": partition, "last_stable": 3, "high_watermark": 9,
+        "producers": [{"producer_id": 9, "producer_epoch": 1, "current_txn_start_offset": -1},
+                      {"producer_id": holder, "producer_epoch": 2, "current_txn_start_offset": 3}]}])
+
+
+def test_a_hanging_partition_held_by_the_producer_whose_markers_were_skipped_is_explained() -> None:
+    assert explain([hanging("in-2", 4)], EVENTS, [INIT, LINE]).key == KAFKA_20734
+    # held by another producer, or by one the log never names, or the partition not skipped
+    assert explain([hanging("in-2", 5)], EVENTS, [INIT, LINE]) is None
+    assert explain([hanging("in-2", 4)], EVENTS, [LINE]) is None
+    assert explain([hanging("in-0", 4)], EVENTS, [INIT, LINE]) is None
 
 
 def test_what_the_log_does_not_prove_stays_unexplained() -> None:

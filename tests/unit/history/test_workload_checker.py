@@ -213,3 +213,23 @@ def test_an_acknowledgement_naming_another_record_of_the_producer_is_the_clients
     send(h, "i1#1", "i1-2", 0, 0)        # "acknowledged" at offset 0
     final = reads({"data-0": [(0, "i1-1")]}, {"data-0": [(0, "i1-1")]})
     assert kinds(h, final) == {"misattributed_ack": 1}
+
+
+
+def test_records_behind_a_hanging_transaction_are_not_lost_nor_torn() -> None:
+    """A transaction nobody ends holds a partition's LSO: every record after it is in the log but
+    out of read_committed's reach. hanging_transaction reports the partition (the end phase); the
+    checker does not also call each record behind it lost, nor a transaction with some of them
+    torn -- but a record missing from the log is lost, hang or not."""
+    h = History()
+    send(h, "p1#1", "p1-1", 0, 5)
+    send(h, "p1#1", "p1-2", 0, 6)
+    txn(h, "t1#1", "t1/1", [("t1-1", "data", 0, 7), ("t1-2", "data", 1, 0)], None)   # commit answer lost
+    final = reads(committed={"data-1": [(0, "t1-2")]},
+                  uncommitted={"data-0": [(5, "p1-1"), (7, "t1-1")], "data-1": [(0, "t1-2")]})
+    final["offsets"] = {"data-0": {"high_watermark": 8, "last_stable": 4}}
+    # p1-1 and t1-1 sit behind the stuck LSO (4): not lost, not torn; p1-2 is nowhere in the log
+    assert kinds(h, final) == {"lost_write": 1}
+    # the same log with the LSO at the high watermark: both are gone from read_committed
+    final["offsets"] = {"data-0": {"high_watermark": 8, "last_stable": 8}}
+    assert kinds(h, final) == {"lost_write": 2, "torn_transaction": 1}
