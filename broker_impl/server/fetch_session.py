@@ -49,7 +49,15 @@ SESSION_ID_RANGE = MAX_INT32 // SHARDS
 #: KafkaBroker.MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS.
 EVICTION_MS = 120_000
 
-Key = tuple[Any, int]   # (topic id bytes, partition) in a session using topic ids, else (name, partition)
+Key = tuple[Any, bytes, int]
+
+
+def key_of(topic: str | None, topic_id: bytes, partition: int) -> Key:
+    """A partition's identity in a request and a session, as Kafka's CachedPartition compares them:
+    by topic id from v13 (where requests name no topic: `topic` is None), by name before (the id
+    is zero). One key for every context: a v13+ request's partitions of different topics with the
+    same number are different partitions."""
+    return (topic, topic_id, partition)
 
 
 def next_epoch(epoch: int) -> int:
@@ -137,9 +145,6 @@ class FetchSession:
     cached_size: int = -1
     evictable_by_all: bool = False
     evictable_by_privileged: bool = False
-
-    def key(self, topic: str | None, topic_id: bytes, partition: int) -> Key:
-        return (topic_id, partition) if self.uses_topic_ids else (topic, partition)
 
     def evictable_key(self) -> tuple[bool, int, int]:
         return (self.privileged, self.cached_size, self.id)
@@ -247,8 +252,8 @@ class FetchSessionCache:
             return FetchContext(self, "error", [], error=Errors.INVALID_FETCH_SESSION_EPOCH)
         if session.uses_topic_ids != uses_ids:
             return FetchContext(self, "error", [], error=Errors.FETCH_SESSION_TOPIC_ID_ERROR)
-        by_key = {session.key(t.topic, t.topic_id, t.fp.partition): t for t in wanted}
-        session.update(by_key, [session.key(topic, tid, p) for topic, tid, p in forget])
+        by_key = {key_of(t.topic, t.topic_id, t.fp.partition): t for t in wanted}
+        session.update(by_key, [key_of(topic, tid, p) for topic, tid, p in forget])
         if not session.partitions:
             shard.remove(session.id)
             return FetchContext(self, "sessionless", wanted)
@@ -278,7 +283,7 @@ class FetchContext:
         else:
             unique: dict[Key, FetchTarget] = {}
             for t in self.wanted:    # a partition named twice is read once, where first named
-                k = (t.topic_id, t.fp.partition) if self.uses_ids else (t.topic, t.fp.partition)
+                k = key_of(t.topic, t.topic_id, t.fp.partition)
                 if k in unique:
                     unique[k].fp = t.fp
                 else:
@@ -297,7 +302,7 @@ class FetchContext:
             for t, pr in answers:
                 cached = CachedPartition.of(t)
                 cached.high_watermark, cached.local_log_start_offset = pr.high_watermark, pr.log_start_offset
-                partitions[(t.topic_id, t.fp.partition) if self.uses_ids else (t.topic, t.fp.partition)] = cached
+                partitions[key_of(t.topic, t.topic_id, t.fp.partition)] = cached
             sid = self.cache.next_shard().maybe_create(now, self.follower, len(answers), self.uses_ids, partitions)
             return Errors.NONE, sid, answers
         session = self.session
@@ -307,7 +312,7 @@ class FetchContext:
             return Errors.INVALID_FETCH_SESSION_EPOCH, session.id, []
         kept = []
         for t, pr in answers:
-            key = session.key(t.topic, t.topic_id, t.fp.partition)
+            key = key_of(t.topic, t.topic_id, t.fp.partition)
             cached = session.partitions.get(key)
             if cached is None or not cached.must_respond(pr, update=True):
                 continue
