@@ -104,31 +104,11 @@ class WorkloadRun:
         self.anomalies: list[Anomaly] = []
 
     def plan_copiers(self) -> dict[str, str]:
-        """Copiers whose client cannot copy exactly once in a group whose members come and go
-        (ClientSpec feature `eos_rebalance`, conformance/clients/registry.py says which and why:
-        without KIP-447 fencing a client re-reads offsets a pending transaction has not committed
-        yet; some with it still copy twice after a rebalance). Their groups keep the first member
-        only, without churn -- the history then judges the broker, not a client's known flaw --
-        unless the workload asks for every member (`copier_members: all`, to show the flaw)."""
-        skipped: dict[str, str] = {}
-        first: dict[str, str] = {}
-        every = self.w.generate.get("copier_members") == "all"
-        for wk in self.w.workers:
-            if wk.kind != "copier":
-                continue
-            client = wk.client or self.client
-            if "read_committed" not in CLIENTS[client].features:
-                skipped[wk.name] = (f"{client} filters aborted transactions wrongly (ClientSpec feature "
-                                    "read_committed): its copier would copy aborted input")
-                continue
-            if every or "eos_rebalance" in CLIENTS[client].features:
-                continue
-            if wk.group not in first:
-                first[wk.group] = wk.name
-                self.workers[wk.name].no_churn = True
-            else:
-                skipped[wk.name] = (f"{client} does not copy exactly once across rebalances (ClientSpec feature "
-                                    f"eos_rebalance): one copier per group ({first[wk.group]} copies for {wk.group})")
+        """The copiers left out, and why (plan_copiers below); the kept ones that must not churn
+        are marked so."""
+        skipped, alone = plan_copiers(self.w.workers, self.client, self.w.generate.get("copier_members") == "all")
+        for name in alone:
+            self.workers[name].no_churn = True
         return skipped
 
     def plan_readers(self) -> dict[str, str]:
@@ -440,3 +420,42 @@ class WorkloadRun:
             a = found.get(kind)
             checks.append(Check(f"no {kind}", a is None, a.message if a else f"none ({meaning})"))
         return checks
+
+
+def plan_copiers(workers, default_client: str, every: bool) -> tuple[dict[str, str], list[str]]:
+    """Copiers whose client cannot copy exactly once in a group whose members come and go
+    (ClientSpec feature `eos_rebalance`, conformance/clients/registry.py says which and why:
+    without KIP-447 fencing a client re-reads offsets a pending transaction has not committed
+    yet; some with it still copy twice after a rebalance). Such a copier runs only as its
+    group's one member, without churn: in a group that has members able to copy across
+    rebalances it is left out (their coming and going would rebalance it: Sarama copied 213
+    records twice so, seed 302), else the group's first such copier is kept alone -- the
+    history then judges the broker, not a client's known flaw -- unless the workload asks for
+    every member (`copier_members: all`, to show the flaw). Returns (left out: name -> why,
+    the kept copiers that must not churn)."""
+    skipped: dict[str, str] = {}
+    copiers = [wk for wk in workers if wk.kind == "copier"]
+    for wk in copiers:
+        client = wk.client or default_client
+        if "read_committed" not in CLIENTS[client].features:
+            skipped[wk.name] = (f"{client} filters aborted transactions wrongly (ClientSpec feature "
+                                "read_committed): its copier would copy aborted input")
+    able: dict[str, list[str]] = {}
+    for wk in copiers:
+        if wk.name not in skipped and "eos_rebalance" in CLIENTS[wk.client or default_client].features:
+            able.setdefault(wk.group, []).append(wk.name)
+    first: dict[str, str] = {}
+    alone: list[str] = []
+    for wk in copiers:
+        client = wk.client or default_client
+        if wk.name in skipped or every or "eos_rebalance" in CLIENTS[client].features:
+            continue
+        why = f"{client} does not copy exactly once across rebalances (ClientSpec feature eos_rebalance): "
+        if wk.group in able:
+            skipped[wk.name] = why + f"{', '.join(able[wk.group])} come and go in {wk.group}"
+        elif wk.group not in first:
+            first[wk.group] = wk.name
+            alone.append(wk.name)
+        else:
+            skipped[wk.name] = why + f"one copier per group ({first[wk.group]} copies for {wk.group})"
+    return skipped, alone
