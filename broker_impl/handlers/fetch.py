@@ -191,7 +191,7 @@ def _topics(ctx, answered: list) -> list:
     return out
 
 
-def _server_error(ctx, req, message: str):
+def _server_error(ctx, req):
     """What Kafka answers a Fetch it throws on (FetchRequest.getErrorResponse): the error at the top
     and, before v13, on every partition named."""
     R = ctx.api.Response
@@ -213,8 +213,8 @@ async def handle_fetch(broker: Broker, ctx, req):
             fctx = broker.fetch_sessions.new_context(ctx.version, req.session_id, req.session_epoch,
                                                      replica_id_of(ctx, req) >= 0, _targets(ctx, req),
                                                      _forgotten(ctx, req), now_ms)
-        except KafkaError as exc:
-            return _server_error(ctx, req, str(exc))
+        except KafkaError:
+            return _server_error(ctx, req)
     else:
         fctx = FetchContext(broker.fetch_sessions, "sessionless", _targets(ctx, req))
     endpoints: dict = {}
