@@ -9,7 +9,8 @@ without touching the proxy, the runner or the reports.
 - the APIs: ``API[name]`` / ``API_BY_KEY[key]`` (:class:`Api`: request/response codecs, versions,
   ``request_frame`` / ``response_frame`` for whole frames), ``REQUEST_HEADER`` / ``RESPONSE_HEADER``;
 - record batches: ``build_batch`` (the v2 batch a Produce request carries), ``batch_headers``
-  (the headers of the batches in a records field: producer id, epoch, base sequence, ...);
+  (the headers of the batches in a records field: producer id, epoch, base sequence, ...),
+  ``decode_records`` (the records of one whole batch);
 - wire primitives: ``uvarint_bytes`` (Kafka's unsigned varint, for hand-made frames);
 - errors: ``ERROR_TABLE`` (Kafka's table: code, name, Java exception, retriable), the ``Errors``
   enum made from it, ``error_name(code)`` / ``error_code(name)``; ``ProtocolError`` for bytes
@@ -22,7 +23,7 @@ without touching the proxy, the runner or the reports.
 
 from __future__ import annotations
 
-from .log.records import build_batch
+from .log.records import build_batch, decode_records
 from .log.records import iter_batch_headers as batch_headers
 from .protocol.codegen import ProtocolError, uvarint_bytes
 from .protocol.errors import ERROR_TABLE, ErrorSpec, Errors, error_code, error_name
@@ -32,7 +33,7 @@ from .protocol.messages import API, API_BY_KEY, REQUEST_HEADER, RESPONSE_HEADER,
 
 __all__ = [
     "API", "API_BY_KEY", "Api", "REQUEST_HEADER", "RESPONSE_HEADER",
-    "batch_headers", "build_batch", "uvarint_bytes",
+    "batch_headers", "build_batch", "decode_records", "uvarint_bytes",
     "ERROR_TABLE", "ErrorSpec", "Errors", "error_code", "error_name", "ProtocolError",
     "ANY_SIZE", "MAX_FRAME_BYTES", "SIZE", "FrameBuffer", "FrameError", "frame_end", "read_frame",
     "ConnectionDecoder", "FrameInfo", "read_errors", "request_info", "response_info", "sasl_token_span",

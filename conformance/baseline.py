@@ -42,7 +42,7 @@ from typing import Any, Iterable
 import yaml
 
 from .dsl.loader import CASES_ROOT, CaseError, load_case
-from .results import EXPECTABLE, KNOWN_REFERENCE_BUG_PREFIX, Expected, Row, Status, Verdict, judge_status
+from .results import CLIENT_FLAW_PREFIX, EXPECTABLE, KNOWN_REFERENCE_BUG_PREFIX, Expected, Row, Status, Verdict, judge_status
 
 #: The baselines kconform ships (today kfake's; any target may have one here).
 BASELINES_ROOT = Path(__file__).resolve().parents[1] / "baselines"
@@ -271,6 +271,8 @@ def _reason(row: Row) -> str:
     the row's own reason says it), else the case's documented difference, else what failed."""
     if row.known_reference_bug and row.verdict is Verdict.FAIL:
         return f"{KNOWN_REFERENCE_BUG_PREFIX}{row.known_reference_bug}"
+    if row.client_flaw and row.verdict is Verdict.FAIL:
+        return f"{CLIENT_FLAW_PREFIX}{row.client_flaw}"
     if row.known_difference:
         return row.known_difference
     if row.verdict is Verdict.CRASH:

@@ -221,6 +221,8 @@ class Check:
 
 #: A failing row's reason when the case names the Kafka bug behind it (Row.known_reference_bug).
 KNOWN_REFERENCE_BUG_PREFIX = "known Kafka bug: "
+#: A failing workload row's reason when the transcript proves its anomalies a client's (Row.client_flaw).
+CLIENT_FLAW_PREFIX = "client flaw (proved on the wire): "
 
 #: Fields every row has; a row without one is refused (read_rows).
 REQUIRED = ("run_id", "case", "target", "client", "verdict")
@@ -262,6 +264,11 @@ class Row:
     #: (its `known_reference_bug`, or the key of a broker regression case); None (not written)
     #: elsewhere. A failing row with it is that bug of the release, not a finding.
     known_reference_bug: str | None = None
+    #: On a workload row whose every anomaly the transcript proves to be a client's protocol
+    #: violation (conformance/history/client_flaws.py): `<client> <flaw>`, e.g. `sarama
+    #: reused_sequence`; None (not written) elsewhere. A failing row with it is a finding about
+    #: that client, not about the broker.
+    client_flaw: str | None = None
     #: The baseline entry the row matched (None: none, or no baseline; not written then).
     expected: Expected | None = None
     #: The verdict judged against the baseline (`judge`d by apply_baseline); None (not written)
@@ -278,11 +285,11 @@ class Row:
     ORDER: ClassVar[tuple[str, ...]] = (
         "run_id", "started_at", "case", "case_title", "tags", "scenario", "target", "target_version", "client",
         "client_version", "verdict", "checks", "outcome", "diff", "reference_target", "duration_s", "reason",
-        "artifacts", "known_difference", "workload", "application", "unspecified", "known_reference_bug", "expected",
-        "status", "security_protocol", "group_protocol")
+        "artifacts", "known_difference", "workload", "application", "unspecified", "known_reference_bug", "client_flaw",
+        "expected", "status", "security_protocol", "group_protocol")
     #: Written only when set.
     OPTIONAL: ClassVar[frozenset[str]] = frozenset({"unspecified", "workload", "application", "known_reference_bug",
-                                                    "expected", "status", "security_protocol",
+                                                    "client_flaw", "expected", "status", "security_protocol",
                                                     "group_protocol"})
 
     @property
@@ -297,6 +304,8 @@ class Row:
         self.verdict = Verdict.PASS if all(c.passed for c in checks) else Verdict.FAIL
         if self.verdict is Verdict.FAIL and self.known_reference_bug:
             self.reason = f"{KNOWN_REFERENCE_BUG_PREFIX}{self.known_reference_bug}"
+        elif self.verdict is Verdict.FAIL and self.client_flaw:
+            self.reason = f"{CLIENT_FLAW_PREFIX}{self.client_flaw}"
         elif self.verdict is Verdict.FAIL and self.known_difference:
             self.reason = f"known difference: {self.known_difference}"
 

@@ -340,7 +340,8 @@ def _aborted_and_torn(found: _Found, writes: dict[str, list[Write]], txns: dict[
                 "its commit was never sent"
             found.add("aborted_read", f"{len(visible)} record(s) of transaction {t.name} ({why}) are in the final "
                                       f"read_committed read, e.g. {visible[0]} at {committed[visible[0]][0]}",
-                      {"txn": t.name, "values": visible[:5], "invoke": _ev(t.invoke), "completion": _ev(t.completion)},
+                      {"txn": t.name, "values": visible[:5], "count": len(visible), "invoke": _ev(t.invoke),
+                       "completion": _ev(t.completion)},
                       t.start)
         if t.fate == "unknown" and visible:
             acked = [v for v in t.values if any(w.acked and w.txn == t.name for w in writes[v])]

@@ -21,13 +21,13 @@ is counted in the profile but never judged.
 """
 from __future__ import annotations
 
-import struct
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from broker_impl.codec import API, ProtocolError, batch_headers
+from broker_impl.codec import API
 
+from .batches import request_batches
 from .checker import MAX_EVIDENCE, Anomaly
 from .history import pairs
 
@@ -130,21 +130,8 @@ def wire_errors(lines: Iterable[dict], decode: Callable[[dict], dict | None]) ->
 def _produce_batches(fields: dict) -> dict[str, list[tuple[int, int, int]]]:
     """topic-partition -> [(producer id, epoch, base sequence)] of a Produce request."""
     out: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
-    for t in fields.get("topic_data") or []:
-        for p in t.get("partition_data") or []:
-            records = p.get("records")
-            if isinstance(records, str):
-                try:
-                    records = bytes.fromhex(records)
-                except ValueError:
-                    continue
-            if not isinstance(records, (bytes, bytearray)):
-                continue
-            try:
-                for h in batch_headers(records, verify_crc=False):
-                    out[f"{t.get('name')}-{p.get('index')}"].append((h.producer_id, h.producer_epoch, h.base_sequence))
-            except (ProtocolError, ValueError, struct.error):
-                continue
+    for b in request_batches(fields):
+        out[b.partition].append((b.producer_id, b.epoch, b.base_sequence))
     return out
 
 

@@ -33,7 +33,8 @@ from conformance.targets.maven import DEFAULT_KAFKA_VERSION
 
 from .. import group_protocol, security
 from ..dsl.model import Case
-from ..history import reference_bugs
+from ..history import client_flaws, reference_bugs
+from ..proxy.transcript import decode_line
 from ..results import Check, NotApplicable, Row, TargetCrashed, Verdict, VerdictException
 from .actors import client_version
 from .case_run import CaseRun
@@ -269,9 +270,11 @@ class RowRun:
         self.raw_outcome = {"steps": steps.records, **observed, "faults": steps.fault_events}
         outcome = ns.unmap(self.raw_outcome)
         if case.workload is not None:
-            checks = steps.checks + self.case_run.check(outcome, proxy.transcript_lines() if proxy is not None else None)
+            lines = proxy.transcript_lines() if proxy is not None else None
+            checks = steps.checks + self.case_run.check(outcome, lines)
             self.row.workload = self.case_run.summary
             self._explain_by_reference_bug()
+            self._explain_by_client_flaws(lines or [])
             outcome = workload_outcome(self.case_run.summary)
             self.raw_outcome = {"steps": steps.records}
             for name in WORKLOAD_ARTIFACTS:
@@ -295,6 +298,20 @@ class RowRun:
         if found is not None:
             self.row.known_reference_bug = found.key
             self.row.workload["reference_bug"] = found.to_dict()
+
+    def _explain_by_client_flaws(self, lines: list[dict]) -> None:
+        """Anomalies the transcript proves to be a client's protocol violation
+        (history/client_flaws.py): kept in the summary; when they are all of the row's anomalies,
+        the row fails with the client's flaw as its reason, not as a finding about the broker."""
+        if not self.case_run.anomalies or self.row.known_reference_bug:
+            return
+        clients = {wk.name: wk.client or self.client for wk in self.case.workload.workers}
+        found = client_flaws.explain(self.case_run.anomalies, lines, decode_line, clients, self.ns.unmap)
+        if found is None:
+            return
+        self.row.workload["client_flaws"] = [f.to_dict() for f in found.flaws]
+        if found.complete:
+            self.row.client_flaw = found.reason()
 
     def play_application(self) -> None:
         """An application (conformance/apps) instead of steps: it verifies exactly-once itself;
