@@ -13,7 +13,8 @@ The phases:
    not take down has no process any more.
 2. end: the nemesis heals (every fault undone); producers finish the operation in hand; the
    copiers go on until their groups' committed offsets passed every input record the history
-   says is visible and stood still for a moment (`drained`), or the settle time is up; then every partition's LSO must reach its high watermark (an open
+   says is visible and stood still for a moment (`drained`), or the settle time is up (later while
+   their offsets still move); then every partition's LSO must reach its high watermark (an open
    transaction the coordinator never ends is a `hanging_transaction`).
 Then the row reads both isolation levels from offset 0 with a fresh client (observe.py).
 """
@@ -55,6 +56,11 @@ FINISH_S = 60.0
 #: The copiers count as drained once their committed offsets passed every visible input record
 #: and then stood still this long.
 DRAIN_QUIET_S = 3.0
+#: A copier group still catching up when the settle time is up gets up to this much longer, as
+#: long as its committed offsets moved within the last DRAIN_PROGRESS_S: a slow client (one
+#: restarted often, or reading 500 records a poll) is not a stuck group, which `stalled` names.
+DRAIN_EXTRA_S = 240.0
+DRAIN_PROGRESS_S = 15.0
 
 
 def actor_def(wk) -> ActorDef:
@@ -231,7 +237,7 @@ class WorkloadRun:
             self.drained.set()
             for wk in self.workers.values():
                 wk.join(timeout=FINISH_S)
-        self.end["hanging"] = self._settle_lso(deadline + 30.0)
+        self.end["hanging"] = self._settle_lso(max(deadline, time.monotonic()) + 30.0)
         self.history.event("runner", "phase", {"phase": "settled", **self.end})
 
     def _drain(self, deadline: float) -> bool:
@@ -240,12 +246,19 @@ class WorkloadRun:
         transaction whose commit answered ok), and then DRAIN_QUIET_S more without the offsets
         moving (records of transactions whose end is unknown may be there too). An input whose
         last entries are markers or aborted records is drained at its last visible record: a
-        copier commits past what it copied. Whether every input record was copied is the
-        checker's (`stalled`, from the final read)."""
+        copier commits past what it copied. Past `deadline`, only while the offsets still move
+        (DRAIN_EXTRA_S at most). Whether every input record was copied is the checker's
+        (`stalled`, from the final read)."""
         groups = self._copier_groups()
         last: dict | None = None
         since = time.monotonic()
-        while time.monotonic() < deadline and not self.aborted.is_set():
+        hard = deadline + DRAIN_EXTRA_S
+
+        def going() -> bool:
+            t = time.monotonic()
+            return t < deadline or (t < hard and t - since < DRAIN_PROGRESS_S)
+
+        while going() and not self.aborted.is_set():
             need = self._visible_ends()
             try:
                 now = {g: self._committed(g, [(self.ns.name(t), p) for t in inputs for p in range(self.partitions[t])])
