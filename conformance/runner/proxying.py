@@ -24,6 +24,7 @@ A restarted node keeps its port (same command line), and a new connection asks a
 from __future__ import annotations
 
 import dataclasses
+import json
 import ssl
 from pathlib import Path
 
@@ -35,6 +36,8 @@ from ..targets import Target
 
 ADVERTISE = "advertise"
 REWRITE = "rewrite"
+#: The proxy's connection events of a case, beside its transcript (JSONL).
+EVENTS_FILE = "proxy-events.jsonl"
 
 
 def front_mode(target_cls: type[Target], case: Case, shared: bool = False) -> str:
@@ -86,6 +89,8 @@ class ProxyFront:
         self._rules: list[int] = []
         self._started = False
         self.mode = ADVERTISE
+        #: The proxy's connection events (open, close, refused, node_down/up) before the case began.
+        self._events_from = 0
 
     @classmethod
     def rewriting(cls, target: Target) -> "ProxyFront":
@@ -160,6 +165,7 @@ class ProxyFront:
 
     def begin_case(self) -> None:
         self.server.transcript.restart()
+        self._events_from = len(self.server.events)
 
     def add_rule(self, rule: Rule) -> int:
         """A case's rule; its `node: N` (the N-th node of the target, as for node faults) becomes
@@ -209,7 +215,9 @@ class ProxyFront:
         return self.server.transcript.lines()
 
     def end_case(self, transcript_path: Path) -> Path | None:
-        """Remove the case's rules (releasing held frames) and write its transcript."""
+        """Remove the case's rules (releasing held frames) and write its transcript, and beside
+        it the proxy's connection events of the case (EVENTS_FILE: a connection the proxy
+        refused or reset leaves no frame in the transcript, only there)."""
         for rid in self._rules:
             try:
                 self.server.remove_rule(rid)
@@ -217,6 +225,10 @@ class ProxyFront:
                 pass
         self._rules.clear()
         try:
+            events = self.server.events[self._events_from:]
+            if events:
+                with (transcript_path.parent / EVENTS_FILE).open("w") as f:
+                    f.writelines(json.dumps(e, default=str) + "\n" for e in events)
             return self.server.transcript.write_jsonl(transcript_path)
         except Exception:  # noqa: BLE001 - a transcript is an artifact, never a verdict
             return None

@@ -42,7 +42,7 @@ from .checks import evaluate
 from .faults import plan_broker_configs
 from .namespace import Namespace
 from .observe import observe
-from .proxying import ADVERTISE, REWRITE, ProxyFront, front_mode
+from .proxying import ADVERTISE, EVENTS_FILE, REWRITE, ProxyFront, front_mode
 from .slots import SharedTargets, TargetSlot, reuse_key
 from .transcript_check import decode_transcript
 from .workload_run import WorkloadRun
@@ -364,6 +364,8 @@ class RowRun:
         if self.proxy is not None:
             if self.proxy.end_case(art / "transcript.jsonl") is not None:
                 row.artifacts["transcript"] = str(art_rel / "transcript.jsonl")
+            if (art / EVENTS_FILE).is_file():
+                row.artifacts["proxy_events"] = str(art_rel / EVENTS_FILE)
             if self.proxy is not self.slot.proxy:
                 self.proxy.stop()
         row.artifacts["logs"] = _copy_logs(self.target, self.log_offsets, art, art_rel)
