@@ -143,6 +143,38 @@ async def test_refusals_of_the_log_and_the_partition_as_append_error_answers_the
     r = rm.append_records_to_leader({part: rec.build_batch([(b"k", b"v")])}, origin=AppendOrigin.CLIENT,
                                     required_acks=1)[part]
     assert (r.error, r.log_start_offset, r.error_message) == (Errors.NOT_LEADER_OR_FOLLOWER, -1, None)
+    # acks=all below min ISR: the log start offset and no message (Kafka 4.3.1's answers on the wire)
+    part.leader, part.isr = node.broker.node_id, []
+    r = rm.append_records_to_leader({part: rec.build_batch([(b"k", b"v")])}, origin=AppendOrigin.CLIENT,
+                                    required_acks=-1)[part]
+    assert (r.error, r.log_start_offset, r.error_message) == (Errors.NOT_ENOUGH_REPLICAS, 0, None)
+
+
+@run
+async def test_a_verification_answered_not_enough_replicas_names_the_underlying_error(tmp_path, nursery):
+    """postVerificationCallback's NotEnoughReplicasException carries the coordinator's answer
+    (Kafka 4.3.1 on three nodes: "... Underlying error: NETWORK_EXCEPTION", COORDINATOR_LOAD_IN_PROGRESS,
+    NOT_COORDINATOR); a TV2 producer's CONCURRENT_TRANSACTIONS is answered as itself, no message."""
+    node = await started(tmp_path, nursery, topics={"t": 1}, **{"transaction.partition.verification.enable": "true"})
+    _c, pid, e0 = await open_txn(node, "tx", set(), records=False)
+    part = node.topics.partition("t", 0)
+    manager = node.broker.add_partitions_manager
+    for underlying, op, answer, message in (
+            (Errors.NETWORK_EXCEPTION, Op.DEFAULT_ERROR, Errors.NOT_ENOUGH_REPLICAS,
+             "Unable to verify the partition has been added to the transaction. Underlying error: NETWORK_EXCEPTION"),
+            (Errors.CONCURRENT_TRANSACTIONS, Op.GENERIC_ERROR_SUPPORTED, Errors.NOT_ENOUGH_REPLICAS,
+             "Unable to verify the partition has been added to the transaction. Underlying error: "
+             "CONCURRENT_TRANSACTIONS"),
+            (Errors.COORDINATOR_NOT_AVAILABLE, Op.ADD_PARTITION, Errors.NOT_ENOUGH_REPLICAS,
+             "Unable to verify the partition has been added to the transaction. Underlying error: "
+             "COORDINATOR_NOT_AVAILABLE")):
+        async def answering(tid, producer_id, producer_epoch, partitions, operation, err=underlying):
+            return dict.fromkeys(partitions, err)
+
+        manager.verify = answering
+        r = await _produce(node, part, _txn_batch(pid, e0), op)
+        assert (r.error, r.error_message, r.log_start_offset) == (answer, message, -1)
+    assert part.log.log_end_offset == 0
 
 
 async def _verify_next_txn_while_complete_held(tmp_path, nursery, hold_ms: int):
