@@ -108,6 +108,9 @@ DEFAULTS: dict[str, str] = {
     "ssl.principal.mapping.rules": "DEFAULT",
     # NAME:PASSWORD,...: the SASL users (PLAIN and SCRAM; Kafka keeps these elsewhere: docs/security.md)
     "kconform.sasl.users": "",
+    # the most a controller holds a new metadata image back from one broker (drawn per broker and
+    # image: server/controller_server.py); 0: every broker gets it at once
+    "kconform.metadata.propagation.max.ms": "0",
     # --- ACLs (cluster/authorizer, docs/security.md): off unless Kafka's StandardAuthorizer is named ---
     "authorizer.class.name": "",
     "super.users": "",

@@ -4,8 +4,12 @@ QuorumController behind a listener that only brokers use (Kafka's CONTROLLER lis
 What it serves, per broker connection (cluster/controller_channel): BrokerRegistration,
 BrokerHeartbeat (including controlled shutdown), CreateTopics and DeleteTopics forwarded by a
 broker, AlterPartition from partition leaders and AllocateProducerIds; and it pushes the
-metadata image to every registered broker each time it changes. A clock task fences brokers
-whose session expired. Everything runs on one trio thread, so the controller's decisions are
+metadata image to every registered broker each time it changes -- to each after a delay of its
+own, up to ``kconform.metadata.propagation.max.ms``: Kafka's brokers replay the metadata log
+each at its own pace, so a client that learnt a new leader epoch from one broker may ask a
+leader that has not, and is answered UNKNOWN_LEADER_EPOCH (OffsetForLeaderEpoch, Fetch,
+ListOffsets); with every broker updated at the same instant no client ever meets that answer.
+A clock task fences brokers whose session expired. Everything runs on one trio thread, so the controller's decisions are
 serialised as KRaft's single-threaded QuorumController's are.
 
 ``kconform.controller.quorum.nodes`` (``1,2,3``) names the nodes whose liveness makes the quorum
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
+import random
 import time
 from functools import partial
 from pathlib import Path
@@ -32,6 +37,7 @@ from ..protocol.errors import Errors, KafkaError
 log = logging.getLogger("kconform.controller")
 
 QUORUM_NODES = "kconform.controller.quorum.nodes"
+PROPAGATION = "kconform.metadata.propagation.max.ms"
 TICK_S = 0.1
 
 
@@ -56,6 +62,8 @@ class ControllerServer:
         self.controller = QuorumController(config, Path(data_dir), _quorum_nodes(config))
         self.controller.listeners.append(self._publish)
         self.sessions: set[_Session] = set()
+        self.propagation_max_s = config.int(PROPAGATION) / 1000.0
+        self._random = random.Random()
 
     # ------------------------------------------------------------------ publishing
     def _image_message(self, image: MetadataImage) -> dict:
@@ -65,7 +73,14 @@ class ControllerServer:
         msg = self._image_message(image)
         for s in self.sessions:
             if s.broker_id is not None:
-                s.send.send_nowait(msg)
+                s.send.send_nowait((msg, self._not_before()))
+
+    def _not_before(self) -> float:
+        """When an image published now may reach one broker (trio's clock): drawn per broker
+        from the time it was published, so images published in a burst do not add up."""
+        if self.propagation_max_s <= 0:
+            return 0.0
+        return trio.current_time() + self._random.uniform(0.0, self.propagation_max_s)
 
     # ------------------------------------------------------------------ serving
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -94,7 +109,7 @@ class ControllerServer:
                     while True:
                         msg = await chan.receive()
                         for out in self._handle(msg, session):
-                            session.send.send_nowait(out)
+                            session.send.send_nowait((out, self._not_before() if out.get("op") == "metadata" else 0.0))
                 except ChannelClosed:
                     pass
                 nursery.cancel_scope.cancel()
@@ -103,8 +118,13 @@ class ControllerServer:
             await chan.aclose()
 
     async def _writer(self, chan: LineChannel, session: _Session) -> None:
+        """What goes to one broker, in order: an image waits its propagation delay first (and
+        what was queued behind it waits with it, so the broker never sees a reply that depends
+        on an image before the image)."""
         try:
-            async for msg in session.outbox:
+            async for msg, not_before in session.outbox:
+                if not_before > trio.current_time():
+                    await trio.sleep_until(not_before)
                 await chan.send(msg)
         except ChannelClosed:
             pass

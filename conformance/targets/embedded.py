@@ -23,7 +23,12 @@ start (so a proxy can follow ``addresses`` while the brokers start) and its own
 other -- replica fetches, WriteTxnMarkers -- through the proxy too). Defaults fit the node count
 as on the apache-kafka target (internal topics replicated min(nodes, 3) times with 6 partitions,
 transaction log min ISR 2 on 3+ nodes, a 3 s broker session, no initial rebalance delay); the
-case's broker configs override them. One node alone is its own controller, exactly as before.
+case's broker configs override them. The controller holds each new metadata image back from
+each broker for up to METADATA_PROPAGATION_MS (drawn per broker): Kafka 4.3.1's brokers learn a
+leader change tens of milliseconds apart, and its new leader answers UNKNOWN_LEADER_EPOCH for
+20-60 ms after a broker first names it (measured: kill -9 of a 3-node cluster's leader, 4 rounds);
+without such a lag the embedded cluster never gives a client that answer. One node alone is its
+own controller, exactly as before.
 
 Fault points: when the configs arm any (`kconform.fault*`, written by
 broker_impl.faults.arming_configs), the target opens a FaultListener and names it in
@@ -58,6 +63,10 @@ HOST = "127.0.0.1"
 LISTENING = re.compile(r"^listening (\S+):(\d+)\s*$")
 #: Node id of the controller process of a cluster (outside 1..N, as on the apache-kafka target).
 CONTROLLER_NODE_ID = 1000
+#: The controller's config for how long it may hold a metadata image back from one broker
+#: (broker_impl/server/controller_server.py), and the value clusters run with (module doc).
+PROPAGATION = "kconform.metadata.propagation.max.ms"
+METADATA_PROPAGATION_MS = 100
 
 
 def _broker_main_exists() -> bool:
@@ -135,7 +144,8 @@ class EmbeddedTarget(LocalProcessTarget):
         self._node_sets = {}
         if cluster:
             quorum = "" if topology.controller == "dedicated" else ",".join(str(i) for i in range(1, n + 1))
-            controller_sets = {**{k: v for k, v in self._plain_configs.items() if k != "advertised.listeners"},
+            controller_sets = {PROPAGATION: str(METADATA_PROPAGATION_MS),
+                               **{k: v for k, v in self._plain_configs.items() if k != "advertised.listeners"},
                                "process.roles": "controller", "kconform.controller.quorum.nodes": quorum}
             self._start_node(CONTROLLER_NODE_ID, ports[n], controller_sets, workdir)
             voters = f"{CONTROLLER_NODE_ID}@{HOST}:{ports[n]}"
