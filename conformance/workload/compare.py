@@ -2,8 +2,10 @@
 
 Two correct brokers do not answer the same number of retriable errors (timing decides how
 often a client meets CONCURRENT_TRANSACTIONS), but a code one target answers and the reference
-never does, or answers ten times as often per operation, is a difference to explain. Counts are
-given per 1000 workload operations, so targets that ran at different speeds compare.
+never does, or answers three times as often per operation, is a difference to explain. Counts
+are given per 1000 workload operations, so targets that ran at different speeds compare, and
+with the number of rows (seeds) that met the code: one answer in one seed is a race a run may or
+may not hit, the same code in every seed is behaviour.
 """
 from __future__ import annotations
 
@@ -27,7 +29,8 @@ def compare_rows(rows: list[Row], reference: str | None) -> dict[str, Any]:
             continue
         t = totals.setdefault(r.target, {"rows": 0, "operations": 0, "verdicts": defaultdict(int),
                                             "anomalies": defaultdict(int), "client_flaws": defaultdict(int),
-                                            "wire": defaultdict(lambda: defaultdict(int))})
+                                            "wire": defaultdict(lambda: defaultdict(int)),
+                                            "rows_with": defaultdict(int)})
         t["rows"] += 1
         t["operations"] += w.get("operations", 0)
         t["verdicts"][r.verdict.value] += 1
@@ -38,6 +41,8 @@ def compare_rows(rows: list[Row], reference: str | None) -> dict[str, Any]:
         for api, codes in (w.get("wire_errors") or {}).items():
             for code, n in codes.items():
                 t["wire"][api][code] += n
+                if n:
+                    t["rows_with"][(api, code)] += 1
         seeds[(r.case, r.client)][r.target] = {"verdict": r.verdict.value, "anomalies": w.get("anomalies") or {},
                                                "operations": w.get("operations", 0),
                                                "wire": w.get("wire_errors") or {}, "reason": r.reason}
@@ -45,7 +50,8 @@ def compare_rows(rows: list[Row], reference: str | None) -> dict[str, Any]:
     for name, t in totals.items():
         out_totals[name] = {"rows": t["rows"], "operations": t["operations"], "verdicts": dict(t["verdicts"]),
                             "anomalies": dict(t["anomalies"]), "client_flaws": dict(t["client_flaws"]),
-                            "wire": {api: {code: {"count": n, "per_1000_ops": _per_k(n, t["operations"])}
+                            "wire": {api: {code: {"count": n, "per_1000_ops": _per_k(n, t["operations"]),
+                                                  "rows": t["rows_with"][(api, code)]}
                                            for code, n in sorted(codes.items())}
                                      for api, codes in sorted(t["wire"].items())}}
     differences = []
@@ -56,8 +62,8 @@ def compare_rows(rows: list[Row], reference: str | None) -> dict[str, Any]:
                 continue
             keys = {(a, c) for a, cs in t["wire"].items() for c in cs} | {(a, c) for a, cs in ref["wire"].items() for c in cs}
             for api, code in sorted(keys):
-                mine = t["wire"].get(api, {}).get(code, {"count": 0, "per_1000_ops": 0.0})
-                theirs = ref["wire"].get(api, {}).get(code, {"count": 0, "per_1000_ops": 0.0})
+                mine = t["wire"].get(api, {}).get(code, {"count": 0, "per_1000_ops": 0.0, "rows": 0})
+                theirs = ref["wire"].get(api, {}).get(code, {"count": 0, "per_1000_ops": 0.0, "rows": 0})
                 if mine["count"] and not theirs["count"]:
                     what = "only on this target"
                 elif theirs["count"] and not mine["count"]:
@@ -68,8 +74,10 @@ def compare_rows(rows: list[Row], reference: str | None) -> dict[str, Any]:
                     continue
                 differences.append({"target": name, "api": api, "error": code, "what": what,
                                     "count": mine["count"], "per_1000_ops": mine["per_1000_ops"],
+                                    "rows": mine["rows"], "of_rows": t["rows"],
                                     "reference_count": theirs["count"],
-                                    "reference_per_1000_ops": theirs["per_1000_ops"]})
+                                    "reference_per_1000_ops": theirs["per_1000_ops"],
+                                    "reference_rows": theirs["rows"], "reference_of_rows": ref["rows"]})
             for kind in sorted(set(t["anomalies"]) - set(ref["anomalies"])):
                 brokers = t["anomalies"][kind] - t["client_flaws"].get(kind, 0)
                 if brokers:     # not when the transcript proved every one of them a client's
@@ -123,5 +131,7 @@ def render_comparison(cmp: dict[str, Any]) -> str:
                 lines.append(f"- {d['target']}: anomaly `{d['anomaly']}` ({d['count']}): {d['what']}")
             else:
                 lines.append(f"- {d['target']}: {d['api']} {d['error']}: {d['what']} ({d['count']}, "
-                             f"{d['per_1000_ops']}/k vs {d['reference_count']}, {d['reference_per_1000_ops']}/k)")
+                             f"{d['per_1000_ops']}/k, in {d['rows']} of {d['of_rows']} rows vs "
+                             f"{d['reference_count']}, {d['reference_per_1000_ops']}/k, in {d['reference_rows']} of "
+                             f"{d['reference_of_rows']})")
     return "\n".join(lines) + "\n"

@@ -34,3 +34,4 @@ def test_an_unexplained_anomaly_and_an_error_code_only_one_target_answers_are_di
         (None, "NOT_ENOUGH_REPLICAS", "only on this target"),
         ("duplicate", None, "an anomaly the reference does not have")]
     assert cmp["targets"]["embedded"]["client_flaws"] == {}
+    assert "(5, 5.0/k, in 1 of 1 rows vs 0, 0.0/k, in 0 of 1)" in render_comparison(cmp)
