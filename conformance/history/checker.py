@@ -57,8 +57,9 @@ ANOMALIES: dict[str, str] = {
     "stalled": "a copier group did not copy all of its input by the end (its committed offset stays below "
                "the last input record)",
 }
-#: Evidence kept per anomaly kind (the count goes on).
-MAX_EVIDENCE = 20
+#: Evidence kept per anomaly kind (the count goes on). Enough that a client's flaw behind a few
+#: dozen anomalies can be proved for each (history/client_flaws.py: one item unkept, no proof).
+MAX_EVIDENCE = 100
 FENCED_ERRORS = frozenset({"PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH"})
 
 

@@ -306,7 +306,8 @@ class RowRun:
         if not self.case_run.anomalies or self.row.known_reference_bug:
             return
         clients = {wk.name: wk.client or self.client for wk in self.case.workload.workers}
-        found = client_flaws.explain(self.case_run.anomalies, lines, decode_line, clients, self.ns.unmap)
+        found = client_flaws.explain(self.case_run.anomalies, lines, decode_line, clients, self.ns.unmap,
+                                     self.case_run.history.events())
         if found is None:
             return
         self.row.workload["client_flaws"] = [f.to_dict() for f in found.flaws]
