@@ -9,8 +9,8 @@ own, up to ``kconform.metadata.propagation.max.ms``: Kafka's brokers replay the 
 each at its own pace, so a client that learnt a new leader epoch from one broker may ask a
 leader that has not, and is answered UNKNOWN_LEADER_EPOCH (OffsetForLeaderEpoch, Fetch,
 ListOffsets); with every broker updated at the same instant no client ever meets that answer.
-A clock task fences brokers whose session expired. Everything runs on one trio thread, so the controller's decisions are
-serialised as KRaft's single-threaded QuorumController's are.
+A clock task fences brokers whose session expired. Everything runs on one trio thread, so the
+controller's decisions are serialised as KRaft's single-threaded QuorumController's are.
 
 ``kconform.controller.quorum.nodes`` (``1,2,3``) names the nodes whose liveness makes the quorum
 in a combined topology (cluster/controller: no majority, no decisions); empty, this process is
@@ -73,14 +73,16 @@ class ControllerServer:
         msg = self._image_message(image)
         for s in self.sessions:
             if s.broker_id is not None:
-                s.send.send_nowait((msg, self._not_before()))
+                self._enqueue(s, msg)
 
-    def _not_before(self) -> float:
-        """When an image published now may reach one broker (trio's clock): drawn per broker
-        from the time it was published, so images published in a burst do not add up."""
-        if self.propagation_max_s <= 0:
-            return 0.0
-        return trio.current_time() + self._random.uniform(0.0, self.propagation_max_s)
+    def _enqueue(self, session: _Session, msg: dict) -> None:
+        """Queue ``msg`` for one broker; an image with the time it may reach that broker (trio's
+        clock), drawn per broker from the time it was published, so images published in a
+        burst do not add up."""
+        not_before = 0.0
+        if self.propagation_max_s > 0 and msg.get("op") == "metadata":
+            not_before = trio.current_time() + self._random.uniform(0.0, self.propagation_max_s)
+        session.send.send_nowait((msg, not_before))
 
     # ------------------------------------------------------------------ serving
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -109,7 +111,7 @@ class ControllerServer:
                     while True:
                         msg = await chan.receive()
                         for out in self._handle(msg, session):
-                            session.send.send_nowait((out, self._not_before() if out.get("op") == "metadata" else 0.0))
+                            self._enqueue(session, out)
                 except ChannelClosed:
                     pass
                 nursery.cancel_scope.cancel()

@@ -392,8 +392,7 @@ def append_error(part: Partition, exc: KafkaError) -> PartitionResponse:
     broker leads (NOT_LEADER_OR_FOLLOWER, the records' size or form, storage); a message only for
     a record validation error (a timestamp out of bounds: Kafka's RecordValidationException,
     `hasCustomErrorMessage`). NOT_ENOUGH_REPLICAS below min ISR carries none: Kafka 4.3.1
-    answered 565 of them so on three nodes (log start offset set, error_message null); the
-    exception keeps its text for the broker's own log."""
+    answered 565 of them so on three nodes (log start offset set, error_message null)."""
     if isinstance(exc, LogError):
         log_start = -1 if isinstance(exc, _BEFORE_THE_LOG) else part.log.log_start_offset
         message = exc.message if isinstance(exc, InvalidTimestampError) else None
