@@ -281,8 +281,8 @@ class ProducerStateManager:
         self.directory = directory
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producers: dict[int, ProducerStateEntry] = {}
-        # Ongoing transactions keyed by first offset. Transactions only ever start at offsets
-        # above every existing one, so dict insertion order is offset order.
+        # Ongoing transactions keyed by first offset, kept in offset order (Kafka's TreeMap):
+        # the first one bounds the LSO. See update() for why insertion order is not enough.
         self.ongoing_txns: dict[int, TxnMetadata] = {}
         self.last_map_offset = 0
         self.last_snap_offset = 0
@@ -345,8 +345,16 @@ class ProducerStateManager:
             self.producers[info.producer_id] = info.updated_entry
         else:
             current.update_from(info.updated_entry)
+        ongoing = self.ongoing_txns
         for txn in info.started_transactions:
-            self.ongoing_txns[txn.first_offset] = txn
+            last = next(reversed(ongoing), None)
+            ongoing[txn.first_offset] = txn
+            if last is not None and txn.first_offset < last:
+                # A follower's append of several producers' batches is applied producer by
+                # producer: one that appears first in the fetched batches may have begun its
+                # open transaction after another's (cases/cluster/
+                # follower_catch_up_keeps_oldest_open_txn). Rare, so re-sort then.
+                self.ongoing_txns = ongoing = dict(sorted(ongoing.items()))
 
     def complete_txn(self, completed: CompletedTxn) -> None:
         txn = self.ongoing_txns.pop(completed.first_offset, None)

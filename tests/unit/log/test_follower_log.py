@@ -42,6 +42,28 @@ def test_follower_copies_offsets_epochs_and_producer_state(tmp_path):
     assert dup.duplicate and dup.first_offset == 2
 
 
+def test_one_append_of_several_producers_keeps_open_transactions_in_offset_order(tmp_path):
+    """P's marker comes first in the copied batches, Q's transaction begins next, then P's
+    second: the follower's LSO is Q's first offset, and it aborts to P's (the offset order
+    Kafka's ongoingTxns TreeMap keeps), whatever order the producers were applied in."""
+    leader = _leader(tmp_path)
+    leader.append(kp_batch(1, pid=7, epoch=0, seq=0, transactional=True), now_ms=NOW)   # 0: P
+    follower = _leader(tmp_path, "follower")
+    _copy(leader, follower)
+    append_marker(leader, True, producer_id=7, producer_epoch=0, coordinator_epoch=0, now_ms=NOW)  # 1
+    leader.append(kp_batch(1, pid=8, epoch=0, seq=0, transactional=True), now_ms=NOW)   # 2: Q
+    leader.append(kp_batch(1, pid=7, epoch=0, seq=1, transactional=True), now_ms=NOW)   # 3: P again
+    follower.append_as_follower(leader.read(1, 1 << 20).records, now_ms=NOW)          # 1-3 in one go
+    assert leader.last_stable_offset == follower.last_stable_offset == 2
+    append_marker(leader, False, producer_id=8, producer_epoch=0, coordinator_epoch=0, now_ms=NOW)  # 4
+    leader.append(kp_batch(1, pid=9, epoch=0, seq=0, transactional=True), now_ms=NOW)   # 5: R
+    follower.append_as_follower(leader.read(4, 1 << 20).records, now_ms=NOW)
+    assert leader.last_stable_offset == follower.last_stable_offset == 3
+    # the aborted transaction's index entry names the LSO after it: P's open one at 3
+    assert [t.last_stable_offset for t in follower.active_segment.txn_index.entries] == \
+        [t.last_stable_offset for t in leader.active_segment.txn_index.entries] == [3]
+
+
 def test_follower_refuses_batches_not_at_its_log_end(tmp_path):
     leader = _leader(tmp_path)
     leader.append(kp_batch(2), now_ms=NOW)
