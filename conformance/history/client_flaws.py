@@ -45,6 +45,7 @@ from typing import Any, Callable, Iterable
 
 from broker_impl.codec import API
 
+from .asked import Asked
 from .batches import Batch, request_batches
 from .checker import Anomaly
 from .history import pairs
@@ -193,7 +194,7 @@ class _Groups:
 def group_timeline(lines: Iterable[dict], decode: Callable[[dict], dict | None],
                    unmap: Callable[[str], str]) -> _Groups:
     out = _Groups()
-    asked: dict[tuple[Any, Any], Any] = {}
+    asked: Asked[Any] = Asked()
     for line in lines:
         key = line.get("api_key")
         if key not in (JOIN_KEY, TXN_OFFSET_COMMIT_KEY, END_TXN_KEY, OFFSET_FETCH_KEY):
@@ -204,19 +205,19 @@ def group_timeline(lines: Iterable[dict], decode: Callable[[dict], dict | None],
         f, t = frame["fields"], float(line.get("t") or 0.0)
         if key == END_TXN_KEY:
             if line.get("dir") == "c2b":
-                asked[(line.get("conn"), line.get("correlation_id"))] = (
-                    unmap(str(f.get("transactional_id"))), bool(f.get("committed")))
+                asked.ask(line, (
+                    unmap(str(f.get("transactional_id"))), bool(f.get("committed"))))
             else:
-                tid, commit = asked.pop((line.get("conn"), line.get("correlation_id")), (None, False))
+                tid, commit = asked.answered(line, (None, False))
                 if tid is not None and f.get("error_code") == "NONE":
                     (out.committed if commit else out.aborted).setdefault(tid, []).append(t)
         elif key == OFFSET_FETCH_KEY:
             if line.get("dir") == "c2b":
                 groups = [g.get("group_id") for g in f.get("groups") or ()] or [f.get("group_id")]
-                asked[(line.get("conn"), line.get("correlation_id"))] = (
-                    unmap(str(groups[0])), bool(f.get("require_stable")))
+                asked.ask(line, (
+                    unmap(str(groups[0])), bool(f.get("require_stable"))))
             else:
-                group, stable = asked.pop((line.get("conn"), line.get("correlation_id")), (None, False))
+                group, stable = asked.answered(line, (None, False))
                 answered = {(unmap(str(tp.get("name"))), p.get("partition_index")): p.get("committed_offset")
                             for g in (f.get("groups") or [f]) for tp in g.get("topics") or ()
                             for p in tp.get("partitions") or () if p.get("error_code") == "NONE"}
@@ -227,9 +228,9 @@ def group_timeline(lines: Iterable[dict], decode: Callable[[dict], dict | None],
                 out.commits.setdefault(unmap(str(f.get("transactional_id"))), []).append(
                     (t, unmap(str(f.get("group_id"))), int(f.get("generation_id", -1))))
         elif line.get("dir") == "c2b":
-            asked[(line.get("conn"), line.get("correlation_id"))] = unmap(str(f.get("group_id")))
+            asked.ask(line, unmap(str(f.get("group_id"))))
         else:
-            group = asked.pop((line.get("conn"), line.get("correlation_id")), None)
+            group = asked.answered(line)
             if group is not None and f.get("error_code") == "NONE":
                 out.began.setdefault((group, int(f.get("generation_id", -1))), t)
     return out

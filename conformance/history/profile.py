@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterable
 
 from broker_impl.codec import API
 
+from .asked import Asked
 from .batches import request_batches
 from .checker import MAX_EVIDENCE, Anomaly
 from .history import pairs
@@ -96,14 +97,14 @@ def wire_errors(lines: Iterable[dict], decode: Callable[[dict], dict | None]) ->
     the first again) is `explained`: Kafka answers that cascade too (e.g. after
     CONCURRENT_TRANSACTIONS on the first batch of a TV2 transaction)."""
     out: list[WireError] = []
-    sent: dict[tuple[int, int], dict[str, list[tuple[int, int, int]]]] = {}
+    sent: Asked[dict[str, list[tuple[int, int, int]]]] = Asked()
     refused: dict[tuple[int, int, str], list[int]] = defaultdict(list)
     for line in lines:
         if line.get("dir") == "c2b":
             if line.get("api_key") == PRODUCE_KEY:
                 frame = decode(line)
                 if frame is not None and frame["fields"] is not None:
-                    sent[(line.get("conn"), line.get("correlation_id"))] = _produce_batches(frame["fields"])
+                    sent.ask(line, _produce_batches(frame["fields"]))
             continue
         frame = decode(line)
         if frame is None or frame["fields"] is None or frame["direction"] != "response":
@@ -111,7 +112,7 @@ def wire_errors(lines: Iterable[dict], decode: Callable[[dict], dict | None]) ->
         meta = (frame.get("t") or 0.0, frame["api"], frame["from"], line.get("client_id"), line.get("node"),
                 frame["version"])
         if frame["api"] == "Produce":
-            batches = sent.pop((line.get("conn"), line.get("correlation_id")), {})
+            batches = sent.answered(line, {}) or {}
             for tp, error in _produce_errors(frame["fields"]):
                 if error == "NONE":
                     continue
