@@ -214,6 +214,40 @@ def windows(events: Iterable[dict], end: float) -> list[Window]:
     return sorted(out, key=lambda w: w.start)
 
 
+#: What the proxy does to a frame that leaves its sender waiting for an answer that never comes.
+STALLING = {"drop": "dropped", "hold": "held"}
+
+
+def stall_windows(lines: Iterable[dict], decode: Callable[[dict], dict | None], end: float) -> list[Window]:
+    """A broker that sent another a request (a follower's replica Fetch, a partition leader's
+    transaction verification, the coordinator's markers) whose request or response the proxy
+    dropped waits for its request timeout -- replica.socket.timeout.ms, request.timeout.ms: 30 s
+    by default, on Kafka as here -- before it asks again: meanwhile a follower falls behind and
+    acks=all appends wait for it (REQUEST_TIMED_OUT), verifications queue behind the lost one.
+    So the rule's effect outlasts its own window: one `proxy` window per such frame, from it
+    until that broker's next request to the same node (plus the proxy's grace), read from the
+    transcript (measured: a follower's lost Fetch response stalled it 39 s, workloads/cluster
+    seed 604)."""
+    out: list[Window] = []
+    stalled: dict[tuple[Any, Any], tuple[float, str]] = {}
+    for line in lines:
+        key = (line.get("client_id"), line.get("node"))
+        t = float(line.get("t") or 0.0)
+        if line.get("dir") == "c2b" and key in stalled and line.get("action") not in STALLING:
+            since, what = stalled.pop(key)
+            out.append(Window("proxy", since, t + GRACE_S["proxy"], what))
+        if line.get("action") not in STALLING:
+            continue
+        frame = decode(line)
+        if frame is None or frame["from"] != "broker":
+            continue
+        side = "request" if line.get("dir") == "c2b" else "response"
+        stalled.setdefault(key, (t, f"{line.get('client_id')}'s {frame['api']} {side} to node {line.get('node')} "
+                                    f"{STALLING[line['action']]} by the proxy: it waits for its request timeout"))
+    out += [Window("proxy", since, end + GRACE_S["proxy"], what) for since, what in stalled.values()]
+    return sorted(out, key=lambda w: w.start)
+
+
 #: What a producer is answered once the TransactionCoordinator aborted its transaction for
 #: outliving transaction.timeout.ms: the abort bumps the producer's epoch, so every request at
 #: the old epoch is refused until the producer initialises again (measured on Apache Kafka

@@ -405,6 +405,7 @@ class WorkloadRun:
         events = self.history.events()
         wins = wire_profile.windows(events, self.elapsed())
         wins += wire_profile.timeout_windows(events, self._transaction_timeouts_s(), self.elapsed())
+        wins += wire_profile.stall_windows(transcript or [], decode_line, self.elapsed())
         errors = [dataclasses.replace(e, client_id=self.ns.unmap(e.client_id))
                   for e in wire_profile.wire_errors(transcript or [], decode_line)]
         extra = wire_profile.unexpected(errors, wins, self.case.topology.broker_configs)

@@ -381,7 +381,9 @@ class Worker:
             return self._end(proc, name, inv, done, commit=False, consumed=None)
         out = proc.call("flush", OP_DEADLINE_MS)
         deliveries = out.data.get("deliveries") if out.ok else (out.error.extra.get("deliveries") if out.error else [])
-        bad = [d for d in deliveries or [] if d.get("error")]
+        # a flush also reports records of earlier transactions whose fate came late (a batch
+        # answered after its transaction was given up): only this transaction's own count here
+        bad = [d for d in deliveries or [] if d.get("error") and d.get("seq") in seqs]
         for d in deliveries or []:
             if not d.get("error") and d.get("seq") in seqs:
                 delivered[seqs[d["seq"]]] = d.get("offset")

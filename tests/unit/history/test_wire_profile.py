@@ -6,7 +6,8 @@ import base64
 
 from broker_impl.codec import API
 from conformance.history import History
-from conformance.history.profile import Window, WireError, profile, timeout_windows, unexpected, windows, wire_errors
+from conformance.history.profile import (Window, WireError, profile, stall_windows, timeout_windows, unexpected, windows,
+                                         wire_errors)
 from conformance.raw import build_request, build_struct
 from conformance.proxy.transcript import decode_line
 
@@ -104,3 +105,25 @@ def test_a_node_window_opens_when_the_stop_began():
     [w] = windows(events, end=200.0)
     assert w.start == 119.5
     assert unexpected([WireError(119.661, "Produce", "NOT_LEADER_OR_FOLLOWER", "client", "i2", 2, 9)], [w]) == []
+
+
+def test_a_brokers_dropped_fetch_response_stalls_it_until_it_asks_again():
+    """A follower whose replica Fetch response the proxy dropped asks again only after its
+    request timeout: the window lasts until then, for every client (acks=all waits on it);
+    a client's own dropped frame opens none (its retries are its own)."""
+    def frame(t, direction, client_id, action=None, node=2):
+        return {"t": t, "conn": 5, "node": node, "dir": direction, "api_key": API["Fetch"].key, "api_name": "Fetch",
+                "api_version": 12, "correlation_id": 1, "client_id": client_id, "action": action}
+    lines = [frame(150.0, "c2b", "broker-3-fetcher-0"), frame(150.4, "b2c", "broker-3-fetcher-0", "drop"),
+             frame(160.0, "c2b", "broker-3-fetcher-0", node=1),        # to another node: still waiting on node 2
+             frame(161.0, "b2c", "c1", "drop"),
+             frame(189.3, "c2b", "broker-3-fetcher-0"), frame(190.0, "c2b", "broker-3-fetcher-0")]
+    decode = lambda ln: {"api": "Fetch", "from": "broker" if ln["client_id"].startswith("broker-") else "client"}
+    [w] = stall_windows(lines, decode, end=300.0)
+    assert (w.kind, w.start, w.end) == ("proxy", 150.4, 189.3 + 4.0)
+    assert "broker-3-fetcher-0's Fetch response to node 2 dropped" in w.what
+    timed_out = WireError(171.0, "Produce", "REQUEST_TIMED_OUT", "client", "i2", 2, 10)
+    assert unexpected([timed_out], [w]) == []
+    # never asked again before the end: the window runs to the end
+    [w] = stall_windows(lines[:2], decode, end=300.0)
+    assert w.end == 304.0
