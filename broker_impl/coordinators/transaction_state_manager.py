@@ -188,7 +188,12 @@ class TransactionStateManager:
         self.cache.pop(partition, None)
 
     def _read_partition(self, plog) -> dict[str, TransactionMetadata]:
-        loaded: dict[str, TransactionMetadata] = {}
+        """The last state of every transactional id in ``plog``. Only the last record of a key
+        counts (a tombstone removes it), so keys are kept raw and each surviving value decoded
+        once: a partition written by one busy producer holds thousands of records of one id,
+        and loading it is the window in which its producer is answered
+        COORDINATOR_LOAD_IN_PROGRESS."""
+        last: dict[bytes, bytes | None] = {}
         offset = plog.log_start_offset
         end = plog.log_end_offset
         while offset < end:
@@ -196,18 +201,18 @@ class TransactionStateManager:
             if not data.records:
                 break
             for h, body in rec.iter_log_batches(data.records):
-                for r in rec.decode_records(body):
-                    if r.key is None:
-                        continue
-                    tid = tlog.read_key(r.key)
-                    if tid is None:
-                        continue
-                    md = tlog.read_value(tid, r.value)
-                    if md is None:
-                        loaded.pop(tid, None)
-                    else:
-                        loaded[tid] = md
+                for key, value in rec.record_keys_values(body):
+                    if key is not None:
+                        last[bytes(key)] = value
                 offset = h.last_offset + 1
+        loaded: dict[str, TransactionMetadata] = {}
+        for key, value in last.items():
+            tid = tlog.read_key(key)
+            if tid is None:
+                continue
+            md = tlog.read_value(tid, value)
+            if md is not None:
+                loaded[tid] = md
         return loaded
 
     async def load_partition(self, partition: int, coordinator_epoch: int

@@ -443,6 +443,30 @@ def decode_records(batch) -> list[Record]:
     return out
 
 
+def record_keys_values(batch) -> list[tuple[bytes | None, bytes | None]]:
+    """(key, value) of every record of one whole v2 batch, nothing else decoded: what a
+    coordinator replaying its compacted-topic log needs (the last value per key), at a fraction
+    of ``decode_records``'s cost."""
+    mv = batch if isinstance(batch, memoryview) else memoryview(batch)
+    h = BatchHeader.unpack(mv, 0)
+    data = batch_records_payload(mv)
+    out = []
+    pos = 0
+    n = len(data)
+    for _ in range(h.record_count):
+        length, pos = _read_varint(data, pos)
+        end = pos + length
+        if length < 0 or end > n:
+            raise CorruptRecordError("record length exceeds the batch")
+        _ts_delta, pos = _read_varint(data, pos + 1)   # after the attributes byte
+        _off_delta, pos = _read_varint(data, pos)
+        key, pos = _read_nullable_bytes(data, pos)
+        value, _ = _read_nullable_bytes(data, pos)
+        out.append((key, value))
+        pos = end
+    return out
+
+
 def iter_log_batches(buf) -> Iterable[tuple[BatchHeader, memoryview]]:
     """(header, whole-batch view) for every complete v2 batch in ``buf`` (e.g. a fetch
     response's records, or bytes read from a segment). No CRC check."""

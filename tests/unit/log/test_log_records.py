@@ -211,3 +211,11 @@ def test_sequence_wraps_at_int32_max():
     data = rec.build_batch([(b"k", b"v")] * 3, producer_id=1, producer_epoch=0,
                            base_sequence=rec.INT32_MAX - 1)
     assert rec.BatchHeader.unpack(data).last_sequence == 0  # MAX-1, MAX, 0
+
+
+@pytest.mark.parametrize("codec", [compression.NONE, compression.GZIP])
+def test_record_keys_values_reads_what_decode_records_reads(codec):
+    batch = rec.build_batch([(b"k1", b"v1", [("h", b"x")]), (None, b"v2"), (b"k3", None), (b"k1", b"v4")],
+                            compression_codec=codec)
+    assert rec.record_keys_values(batch) == [(r.key, r.value) for r in rec.decode_records(batch)] == [
+        (b"k1", b"v1"), (None, b"v2"), (b"k3", None), (b"k1", b"v4")]
