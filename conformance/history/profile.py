@@ -214,6 +214,37 @@ def windows(events: Iterable[dict], end: float) -> list[Window]:
     return sorted(out, key=lambda w: w.start)
 
 
+def node_downtime(events: Iterable[dict]) -> dict[str, float]:
+    """How long the nemesis kept nodes away (crash, stop or pause until restart or resume, summed
+    over nodes) and how long a restart took (the median of the restart operations, from invoke
+    to ok: the node answering again). Error counts follow them: a Kafka node that takes 30-40 s
+    to restart is away twice as long as an embedded one in the same schedule, and the cluster
+    spends that much longer under min.insync.replicas (NOT_ENOUGH_REPLICAS) or without a
+    coordinator (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS)."""
+    down = 0.0
+    away: dict[str, float] = {}
+    invoked: dict[int, float] = {}
+    restarts: list[float] = []
+    for e in events:
+        if e.get("process") != "nemesis":
+            continue
+        if e["type"] == "invoke":
+            invoked[e["index"]] = e["time"]
+            continue
+        v = e.get("value") or {}
+        if e["type"] != "ok" or v.get("kind") != "node":
+            continue
+        role, action = v.get("role", "?"), v.get("action")
+        if action in ("crash", "stop", "pause"):
+            away.setdefault(role, e["time"])
+        elif role in away:
+            down += e["time"] - away.pop(role)
+            if action == "restart":
+                restarts.append(e["time"] - invoked.get(e.get("invoke"), e["time"]))
+    restarts.sort()
+    return {"node_down_s": round(down, 1), "restart_s": round(restarts[len(restarts) // 2], 1) if restarts else 0.0}
+
+
 #: What the proxy does to a frame that leaves its sender waiting for an answer that never comes.
 STALLING = {"drop": "dropped", "hold": "held"}
 

@@ -420,7 +420,8 @@ class WorkloadRun:
                 "broker": wire_profile.profile(errors).get("broker", {}),
                 "clients_reported": wire_profile.client_profile(events),
                 "windows": [dataclasses.asdict(w) for w in wins]}
-        self.summary = {**self._step_summary(), "anomalies": {a.kind: a.count for a in anomalies},
+        self.summary = {**self._step_summary(), **wire_profile.node_downtime(events),
+                        "anomalies": {a.kind: a.count for a in anomalies},
                         "wire_errors": wire["client"], "client_errors": wire["clients_reported"]}
         art = self.artifacts
         (art / "anomalies.json").write_text(json.dumps([a.to_dict() for a in anomalies], indent=1, default=str))

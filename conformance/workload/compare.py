@@ -5,7 +5,10 @@ often a client meets CONCURRENT_TRANSACTIONS), but a code one target answers and
 never does, or answers three times as often per operation, is a difference to explain. Counts
 are given per 1000 workload operations, so targets that ran at different speeds compare, and
 with the number of rows (seeds) that met the code: one answer in one seed is a race a run may or
-may not hit, the same code in every seed is behaviour.
+may not hit, the same code in every seed is behaviour. How long the nemesis kept nodes away is
+given beside them (history/profile.node_downtime): the same fault schedule keeps a slow-starting
+broker's nodes down longer, and its clients meet "no leader / no coordinator / not enough
+replicas" answers for longer.
 """
 from __future__ import annotations
 
@@ -30,9 +33,13 @@ def compare_rows(rows: list[Row], reference: str | None) -> dict[str, Any]:
         t = totals.setdefault(r.target, {"rows": 0, "operations": 0, "verdicts": defaultdict(int),
                                             "anomalies": defaultdict(int), "client_flaws": defaultdict(int),
                                             "wire": defaultdict(lambda: defaultdict(int)),
-                                            "rows_with": defaultdict(int)})
+                                            "rows_with": defaultdict(int), "node_down_s": 0.0,
+                                            "restart_s": []})
         t["rows"] += 1
         t["operations"] += w.get("operations", 0)
+        t["node_down_s"] += w.get("node_down_s", 0.0)
+        if w.get("restart_s"):
+            t["restart_s"].append(w["restart_s"])
         t["verdicts"][r.verdict.value] += 1
         for kind, n in (w.get("anomalies") or {}).items():
             t["anomalies"][kind] += n
@@ -48,7 +55,10 @@ def compare_rows(rows: list[Row], reference: str | None) -> dict[str, Any]:
                                                "wire": w.get("wire_errors") or {}, "reason": r.reason}
     out_totals = {}
     for name, t in totals.items():
+        restarts = sorted(t["restart_s"])
         out_totals[name] = {"rows": t["rows"], "operations": t["operations"], "verdicts": dict(t["verdicts"]),
+                            "node_down_s": round(t["node_down_s"], 1),
+                            "restart_s": restarts[len(restarts) // 2] if restarts else None,
                             "anomalies": dict(t["anomalies"]), "client_flaws": dict(t["client_flaws"]),
                             "wire": {api: {code: {"count": n, "per_1000_ops": _per_k(n, t["operations"]),
                                                   "rows": t["rows_with"][(api, code)]}
@@ -96,13 +106,15 @@ def render_comparison(cmp: dict[str, Any]) -> str:
         lines.append(f"Reference: `{ref}`. Error codes are what brokers answered clients on the wire (the proxy's "
                      "transcript), per 1000 workload operations.")
         lines.append("")
-    lines += ["| target | rows | operations | verdicts | anomalies | of them, clients' flaws (proved on the wire) |",
-              "|---|---|---|---|---|---|"]
+    lines += ["| target | rows | operations | nodes away (s), restart (s) | verdicts | anomalies | "
+              "of them, clients' flaws (proved on the wire) |",
+              "|---|---|---|---|---|---|---|"]
     for name, t in cmp["targets"].items():
         verdicts = ", ".join(f"{v} {n}" for v, n in sorted(t["verdicts"].items()))
         anomalies = ", ".join(f"{k} {n}" for k, n in sorted(t["anomalies"].items())) or "none"
         clients = ", ".join(f"{k} {n}" for k, n in sorted((t.get("client_flaws") or {}).items())) or "none"
-        lines.append(f"| {name} | {t['rows']} | {t['operations']} | {verdicts} | {anomalies} | {clients} |")
+        away = f"{t.get('node_down_s', 0.0):.0f}, {t['restart_s']}" if t.get("restart_s") is not None else "-"
+        lines.append(f"| {name} | {t['rows']} | {t['operations']} | {away} | {verdicts} | {anomalies} | {clients} |")
     lines += ["", "## Error codes per API", "", "| API | error | " + " | ".join(cmp["targets"]) + " |",
               "|---|---|" + "---|" * len(cmp["targets"])]
     keys = sorted({(a, c) for t in cmp["targets"].values() for a, cs in t["wire"].items() for c in cs})

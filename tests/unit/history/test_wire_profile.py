@@ -6,7 +6,8 @@ import base64
 
 from broker_impl.codec import API
 from conformance.history import History
-from conformance.history.profile import (Window, WireError, profile, stall_windows, timeout_windows, unexpected, windows,
+from conformance.history.profile import (Window, WireError, node_downtime, profile, stall_windows, timeout_windows,
+                                         unexpected, windows,
                                          wire_errors)
 from conformance.raw import build_request, build_struct
 from conformance.proxy.transcript import decode_line
@@ -127,3 +128,13 @@ def test_a_brokers_dropped_fetch_response_stalls_it_until_it_asks_again():
     # never asked again before the end: the window runs to the end
     [w] = stall_windows(lines[:2], decode, end=300.0)
     assert w.end == 304.0
+
+
+def test_node_downtime_sums_the_nodes_away_and_the_median_restart():
+    h = History()
+    h.event("nemesis", "fault", {"kind": "node", "action": "crash", "role": "leader of data/0"})
+    i = h.invoke("nemesis", "fault", {"kind": "node", "action": "restart", "role": "leader of data/0"})
+    h.complete(i, "ok", {"kind": "node", "action": "restart", "role": "leader of data/0"})
+    got = node_downtime(h.events())
+    assert set(got) == {"node_down_s", "restart_s"} and got["node_down_s"] >= got["restart_s"] >= 0.0
+    assert node_downtime([]) == {"node_down_s": 0.0, "restart_s": 0.0}
