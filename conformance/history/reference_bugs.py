@@ -14,8 +14,13 @@ writes CompleteCommit without those markers. A workload never deletes a topic, s
 one of its partitions is the bug. What the checker sees afterwards: the records of the committed
 transaction stay undecided on those partitions (`hanging_transaction`) until a later abort of the
 same producer closes them as aborted (`lost_write`: acknowledged commits missing from
-read_committed). Only these two kinds can come of it; a row with any other anomaly is not
-explained, nor one whose anomalies were seen more often than their evidence shows.
+read_committed). A copier's commit whose marker on __consumer_offsets was skipped leaves its
+offsets pending for good: the group shows none of them, while the output is there
+(`output_without_offsets`) and the copiers seem never to have copied (`stalled`) -- explained
+when the log names a __consumer_offsets partition skipped for a copier's transactional id (stop
+36, workloads/mixed seed 504 on Kafka 4.3.1). Only these kinds can come of it; a row with any
+other anomaly is not explained, nor one whose anomalies were seen more often than their evidence
+shows.
 """
 from __future__ import annotations
 
@@ -26,8 +31,8 @@ from typing import Any, Iterable
 from .checker import Anomaly
 
 #: KAFKA-20734's own log line (TransactionMarkerChannelManager, Kafka 4.3.x / 4.4.0).
-SKIPPED_MARKERS = re.compile(
-    r"Couldn't find leader endpoint for partitions Set\((?P<partitions>[^)]*)\) while trying to send "
+SKIPPED_MARKERS = re.compile(   # Scala prints a set of more than four partitions as HashSet(...)
+    r"Couldn't find leader endpoint for partitions (?:Hash)?Set\((?P<partitions>[^)]*)\) while trying to send "
     r"transaction markers for (?P<tid>\S+?), these partitions are likely deleted already")
 #: The coordinator's line for every InitProducerId: which producer id a transactional id holds.
 INITIALIZED = re.compile(r"Initialized transactionalId (?P<tid>\S+) with producerId (?P<pid>\d+)")
@@ -35,7 +40,11 @@ INITIALIZED = re.compile(r"Initialized transactionalId (?P<tid>\S+) with produce
 NEEDLES = ("likely deleted already", "Initialized transactionalId")
 KAFKA_20734 = "KAFKA-20734"
 #: The anomaly kinds a commit without some of its markers can cause.
-EXPLAINABLE = frozenset({"lost_write", "hanging_transaction"})
+EXPLAINABLE = frozenset({"lost_write", "hanging_transaction", "output_without_offsets", "stalled"})
+#: Those a copier's commit whose marker on __consumer_offsets was skipped causes: its offsets stay
+#: pending for good, so the group never shows them (its output is there, its offsets are not).
+GROUP_OFFSETS = frozenset({"output_without_offsets", "stalled"})
+OFFSETS_TOPIC = "__consumer_offsets"
 
 
 @dataclass
@@ -89,6 +98,11 @@ def _worker_tids(events: Iterable[dict[str, Any]]) -> dict[str, set[str]]:
     return out
 
 
+def _copier_workers(events: Iterable[dict[str, Any]]) -> set[str]:
+    """The workers that consume in a group (they subscribe) -- a workload's copiers."""
+    return {e.get("worker", "") for e in events if e.get("f") == "subscribe"}
+
+
 def explain(anomalies: list[Anomaly], events: list[dict[str, Any]], log_lines: Iterable[str]) -> Explained | None:
     """KAFKA-20734 when every anomaly is a lost commit or a hanging partition whose markers the log
     says were skipped for that very transaction (a lost commit: its own transactional id; a hanging
@@ -103,8 +117,17 @@ def explain(anomalies: list[Anomaly], events: list[dict[str, Any]], log_lines: I
     if not skipped:
         return None
     tids = _worker_tids(events)
+    copier_tids = {t for w in _copier_workers(events) for t in tids.get(w, ())}
+    offsets_skipped = {(t, p) for t, p in skipped if t in copier_tids and p.startswith(OFFSETS_TOPIC + "-")}
     used: set[tuple[str, str]] = set()
     for a in anomalies:
+        if a.kind in GROUP_OFFSETS:
+            # a copier's transaction whose marker on __consumer_offsets was skipped: the group's
+            # offsets of it (and of every later commit of that producer) never become visible
+            if not offsets_skipped:
+                return None
+            used |= offsets_skipped
+            continue
         if a.count > len(a.evidence):
             return None
         for ev in a.evidence:

@@ -60,3 +60,19 @@ def test_what_the_log_does_not_prove_stays_unexplained() -> None:
     # no such line in the log, or no anomaly at all
     assert explain([Anomaly("lost_write", "x", [lost("t1-1170", "data-2")])], EVENTS, ["INFO all fine\n"]) is None
     assert explain([], EVENTS, [LINE]) is None
+
+
+def test_a_copiers_skipped_offsets_marker_explains_its_groups_missing_offsets() -> None:
+    """Kafka 4.3.1, workloads/mixed seed 504: the markers of copier c1's commits on
+    __consumer_offsets-0 were skipped (a HashSet when more than four partitions are named); the
+    group showed no committed offset at the end while its output was there."""
+    line = LINE.replace("Set(in-2, data-2)", "HashSet(__consumer_offsets-0, out-0, in-1, in-2, out-2)").replace(
+        "txn-t1", "txn-c1")
+    events = EVENTS + [{"process": "c1#1", "worker": "c1", "type": "invoke", "f": "init", "value": {"tid": "txn-c1"}},
+                       {"process": "c1#1", "worker": "c1", "type": "invoke", "f": "subscribe", "value": {"topics": ["in"]}}]
+    missing = Anomaly("output_without_offsets", "...", [{"group": "etl", "partition": "in-0", "committed": None}], 1.0)
+    stalled = Anomaly("stalled", "...", [{"group": "etl", "partition": "in-0", "committed": None}], 1.0)
+    found = explain([missing, stalled], events, [line])
+    assert found is not None and ("txn-c1", "__consumer_offsets-0") in found.skipped
+    # a producer's skipped marker on a data partition proves nothing about a group's offsets
+    assert explain([missing], events, [LINE]) is None
