@@ -171,33 +171,64 @@ def client_profile(events: Iterable[dict]) -> dict[str, dict[str, int]]:
     return {op: dict(sorted(c.items())) for op, c in sorted(out.items())}
 
 
-def windows(events: Iterable[dict], end: float) -> list[Window]:
-    """Fault windows from the nemesis's events in the history: a node fault from its start
-    until its undo (restart/resume), a proxy rule from when it was added until it was removed, a
-    client fault until the worker's process may be back (`until`) -- each plus its grace."""
-    out: list[Window] = []
-    open_node: dict[str, float] = {}
-    open_rule: dict[int, tuple[float, str]] = {}
+@dataclass(frozen=True)
+class _NodeFault:
+    """One node fault of the nemesis and its undo, as the history has them."""
+
+    role: str
+    #: When the nemesis began it (a clean stop moves the node's leaderships away -- controlled
+    #: shutdown -- before the stop completes).
+    began: float
+    #: When the node was away (the fault's completion).
+    away: float
+    #: When it was back (the undo's completion); None: never undone.
+    back: float | None
+    what: str
+    #: The undo's action (restart, resume) and how long it took, invoke to ok.
+    undo: str | None = None
+    undo_s: float = 0.0
+
+
+def _node_faults(events: Iterable[dict]) -> list[_NodeFault]:
+    """Every node fault (crash, pause, stop) paired with its undo (restart, resume) by role; an
+    undo with no fault before it is a fault of no length."""
+    out: list[_NodeFault] = []
+    away: dict[str, tuple[float, float]] = {}
     invoked: dict[int, float] = {}
     for e in events:
         if e.get("process") != "nemesis":
             continue
         if e["type"] == "invoke":
             invoked[e["index"]] = e["time"]
-        if e["type"] != "ok":
+            continue
+        v = e.get("value") or {}
+        if e["type"] != "ok" or v.get("kind") != "node":
+            continue
+        role, t = v.get("role", "?"), e["time"]
+        if v.get("action") in ("crash", "pause", "stop"):
+            away.setdefault(role, (invoked.get(e.get("invoke"), t), t))
+        else:
+            began, gone = away.pop(role, (t, t))
+            out.append(_NodeFault(role, began, gone, t, v.get("fault", ""), v.get("action"),
+                                  t - invoked.get(e.get("invoke"), t)))
+    out += [_NodeFault(role, began, gone, None, f"{role} (never undone)") for role, (began, gone) in away.items()]
+    return out
+
+
+def windows(events: Iterable[dict], end: float) -> list[Window]:
+    """Fault windows from the nemesis's events in the history: a node fault from when it began
+    until its undo (restart/resume), a proxy rule from when it was added until it was removed, a
+    client fault until the worker's process may be back (`until`) -- each plus its grace."""
+    events = list(events)
+    out = [Window("node", f.began, (end if f.back is None else f.back) + GRACE_S["node"], f.what)
+           for f in _node_faults(events)]
+    open_rule: dict[int, tuple[float, str]] = {}
+    for e in events:
+        if e.get("process") != "nemesis" or e["type"] != "ok":
             continue
         v = e.get("value") or {}
         kind, t = v.get("kind"), e["time"]
-        if kind == "node":
-            key = v.get("role", "?")
-            if v.get("action") in ("crash", "pause", "stop"):
-                # from when the nemesis began it: a clean stop moves the node's leaderships away
-                # (controlled shutdown) before the stop completes
-                open_node.setdefault(key, invoked.get(e.get("invoke"), t))
-            else:
-                start = open_node.pop(key, t)
-                out.append(Window("node", start, t + GRACE_S["node"], v.get("fault", "")))
-        elif kind == "proxy":
+        if kind == "proxy":
             if v.get("action") == "remove":
                 start, what = open_rule.pop(v.get("rule"), (t, v.get("fault", "")))
                 out.append(Window("proxy", start, t + GRACE_S["proxy"], what))
@@ -207,8 +238,6 @@ def windows(events: Iterable[dict], end: float) -> list[Window]:
             out.append(Window("client", t, (v.get("until") or t) + GRACE_S["client"], v.get("fault", "")))
         elif kind == "point":
             out.append(Window("node", t, (v.get("until") or end) + GRACE_S["node"], v.get("fault", "")))
-    for key, start in open_node.items():
-        out.append(Window("node", start, end + GRACE_S["node"], f"{key} (never undone)"))
     for start, what in open_rule.values():
         out.append(Window("proxy", start, end + GRACE_S["proxy"], what))
     return sorted(out, key=lambda w: w.start)
@@ -221,28 +250,10 @@ def node_downtime(events: Iterable[dict]) -> dict[str, float]:
     to restart is away twice as long as an embedded one in the same schedule, and the cluster
     spends that much longer under min.insync.replicas (NOT_ENOUGH_REPLICAS) or without a
     coordinator (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS)."""
-    down = 0.0
-    away: dict[str, float] = {}
-    invoked: dict[int, float] = {}
-    restarts: list[float] = []
-    for e in events:
-        if e.get("process") != "nemesis":
-            continue
-        if e["type"] == "invoke":
-            invoked[e["index"]] = e["time"]
-            continue
-        v = e.get("value") or {}
-        if e["type"] != "ok" or v.get("kind") != "node":
-            continue
-        role, action = v.get("role", "?"), v.get("action")
-        if action in ("crash", "stop", "pause"):
-            away.setdefault(role, e["time"])
-        elif role in away:
-            down += e["time"] - away.pop(role)
-            if action == "restart":
-                restarts.append(e["time"] - invoked.get(e.get("invoke"), e["time"]))
-    restarts.sort()
-    return {"node_down_s": round(down, 1), "restart_s": round(restarts[len(restarts) // 2], 1) if restarts else 0.0}
+    undone = [f for f in _node_faults(events) if f.back is not None]
+    restarts = sorted(f.undo_s for f in undone if f.undo == "restart" and f.back > f.away)
+    return {"node_down_s": round(sum(f.back - f.away for f in undone), 1),
+            "restart_s": round(restarts[len(restarts) // 2], 1) if restarts else 0.0}
 
 
 #: What the proxy does to a frame that leaves its sender waiting for an answer that never comes.
