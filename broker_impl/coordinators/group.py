@@ -22,8 +22,16 @@ groups of the ``__consumer_offsets`` partitions it leads, and fails over as Kafk
 it is elected leader of a partition it loads that partition's groups and offsets
 (:meth:`on_elected`), when it loses it it forgets them and answers their parked requests
 NOT_COORDINATOR (:meth:`on_resigned`); a request for a group of another partition gets
-NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while its partition loads), and the client asks
-FindCoordinator again. Writes are answered once replicated (``await_replicated``).
+NOT_COORDINATOR, and the client asks FindCoordinator again. Writes are answered once replicated
+(``await_replicated``).
+
+An elected partition is read back off the event loop, as Kafka's CoordinatorRuntime loads a
+coordinator in its LOADING state: until it is loaded every request for its groups reads
+COORDINATOR_LOAD_IN_PROGRESS (retried by clients without a coordinator lookup; Heartbeat is
+answered NONE, "blindly", as Kafka's is), ListGroups reads it as a whole, and a transaction
+marker for the partition is refused NOT_LEADER_OR_FOLLOWER so the transaction coordinator sends
+it again once the partition is loaded. A one-node broker's start-up load stays synchronous: it
+serves no request before it.
 """
 
 from __future__ import annotations
@@ -54,6 +62,17 @@ log = logging.getLogger("kconform.broker.group")
 _EXPIRATION_KEY = ("offsets-expiration",)
 
 
+class _Loaded:
+    """A ``__consumer_offsets`` partition read back, not yet applied."""
+
+    def __init__(self):
+        self.records = 0
+        #: (OffsetRecord, producer id of a transactional batch or None) or (producer id, commit?)
+        self.offsets: list[tuple] = []
+        self.groups: dict[str, object] = {}
+        self.consumer_groups: dict[str, dict[bytes, ConsumerGroupRecord]] = {}
+
+
 class GroupCoordinator:
     def __init__(self, config: BrokerConfig, topics: TopicRegistry, replica_manager):
         self.store = OffsetsTopic(config, topics, replica_manager)
@@ -64,6 +83,9 @@ class GroupCoordinator:
         self.group_manager.consumer_groups = self.consumer_manager.groups
         #: The __consumer_offsets partitions coordinated here; None: all of them (one node).
         self.owned: set[int] | None = None
+        #: The partitions elected here and still being read back, with their leader epoch.
+        self.loading: dict[int, int] = {}
+        self._nursery: trio.Nursery | None = None
         #: Per __consumer_offsets partition, the transaction markers appended there whose
         #: transactional offsets are not settled yet (they settle once the marker is replicated).
         self._settling: dict[int, set[trio.Event]] = {}
@@ -73,6 +95,7 @@ class GroupCoordinator:
         """Run the timer task in ``nursery``; with ``owns_all`` it replays all of
         ``__consumer_offsets`` first, else it waits to be elected (a broker of a cluster, for
         each partition it leads; a one-node broker, for all of them, once unfenced)."""
+        self._nursery = nursery
         if owns_all:
             self.load()
         else:
@@ -98,13 +121,39 @@ class GroupCoordinator:
         log.info("no longer coordinating any group (%d groups): shutting down", len(gone))
 
     def on_elected(self, partition: int, leader_epoch: int) -> None:
-        """This broker now leads ``__consumer_offsets`` partition ``partition``: load it."""
-        self.load({partition})
+        """This broker now leads ``__consumer_offsets`` partition ``partition``: load it, off the
+        event loop (its groups read COORDINATOR_LOAD_IN_PROGRESS meanwhile); the newest epoch's
+        load is the one that counts. Elected at a new epoch while it coordinated the partition
+        all along (the replica manager calls this only when the epoch changed, which happens only
+        when the leader changed: so this broker missed the images between), it reads the
+        partition again rather than trust a cache another leader may have outdated."""
+        if self.owned is None:
+            return
+        if partition in self.owned:
+            self.on_resigned(partition)
+        self.loading[partition] = leader_epoch
+        if self._nursery is None:       # not started: nothing is served yet
+            self._finish_load(partition, leader_epoch, self._read({partition}))
+            return
+        self._nursery.start_soon(self._load_elected, partition, leader_epoch)
+
+    async def _load_elected(self, partition: int, leader_epoch: int) -> None:
+        # nothing appends to a partition while it loads: its coordinator writes and markers are
+        # refused until then
+        loaded = await trio.to_thread.run_sync(self._read, {partition})
+        self._finish_load(partition, leader_epoch, loaded)
+
+    def _finish_load(self, partition: int, leader_epoch: int, loaded: _Loaded) -> None:
+        if self.loading.get(partition) != leader_epoch:
+            return      # resigned (or re-elected) meanwhile
+        del self.loading[partition]
+        self._apply(loaded)
         self.owned.add(partition)
         log.info("coordinating the groups of %s-%d (leader epoch %d)", OFFSETS_TOPIC, partition, leader_epoch)
 
     def on_resigned(self, partition: int) -> None:
         """Another broker leads the partition now: forget its groups and their offsets."""
+        self.loading.pop(partition, None)
         if self.owned is None or partition not in self.owned:
             return
         self.owned.discard(partition)
@@ -117,12 +166,19 @@ class GroupCoordinator:
         log.info("no longer coordinating the groups of %s-%d (%d groups)", OFFSETS_TOPIC, partition, len(gone))
 
     def coordinator_error(self, group_id: str) -> Errors | None:
-        """NOT_COORDINATOR for a group of a partition this broker does not lead (None: it
-        coordinates the group, or the group id is invalid and the managers say so)."""
+        """NOT_COORDINATOR for a group of a partition this broker does not lead,
+        COORDINATOR_LOAD_IN_PROGRESS while it loads (None: it coordinates the group, or the group
+        id is invalid and the managers say so)."""
         if self.owned is None or not group_id_valid(group_id):
             return None
-        if self.store.partition_for(group_id) in self.owned:
+        return self.partition_error(self.store.partition_for(group_id))
+
+    def partition_error(self, partition: int) -> Errors | None:
+        """The same for a ``__consumer_offsets`` partition."""
+        if self.owned is None or partition in self.owned:
             return None
+        if partition in self.loading:
+            return Errors.COORDINATOR_LOAD_IN_PROGRESS
         return Errors.NOT_COORDINATOR
 
     async def await_replicated(self, group_id: str) -> Errors:
@@ -170,19 +226,20 @@ class GroupCoordinator:
 
     def load(self, partitions: set[int] | None = None) -> None:
         """Rebuild groups and committed offsets from ``__consumer_offsets`` (``partitions`` of
-        it, default all): offset records go to the offsets side (transactional ones wait for
-        their COMMIT/ABORT marker), each group's last metadata record to the group side; offsets
-        without group metadata belong to a "simple" group (standalone commits), which is
-        created."""
-        groups: dict[str, object] = {}
-        consumer_groups: dict[str, dict[bytes, ConsumerGroupRecord]] = {}
-        n = 0
+        it, default all), at once."""
+        self._apply(self._read(partitions))
+
+    def _read(self, partitions: set[int] | None) -> _Loaded:
+        """Read ``partitions`` back (no state is touched: this runs in a worker thread for an
+        elected partition): each group's last metadata record, the consumer groups' records by
+        key, and the offset records with the markers, in log order."""
+        loaded = _Loaded()
         for _partition, h, records in self.store.replay(partitions):
             if h.is_control:
                 marker = None
                 if records and records[0].key is not None and len(records[0].key) >= 4:
                     marker = int.from_bytes(records[0].key[2:4], "big", signed=True)
-                self.offset_manager.replay_end_transaction_marker(h.producer_id, marker == rec.COMMIT)
+                loaded.offsets.append((h.producer_id, marker == rec.COMMIT))
                 continue
             for r in records:
                 if r.key is None:
@@ -192,28 +249,40 @@ class GroupCoordinator:
                 except UnknownRecord:
                     continue
                 except Exception:
-                    log.warning("skipping unreadable %s record at offset %d", self.store.topic.name, r.offset)
+                    log.warning("skipping unreadable %s record at offset %d", OFFSETS_TOPIC, r.offset)
                     continue
-                n += 1
+                loaded.records += 1
                 if isinstance(parsed, OffsetRecord):
-                    self.offset_manager.replay(parsed, h.producer_id if h.is_transactional else None)
+                    loaded.offsets.append((parsed, h.producer_id if h.is_transactional else None))
                 elif isinstance(parsed, ConsumerGroupRecord):
-                    by_key = consumer_groups.setdefault(parsed.group, {})
+                    by_key = loaded.consumer_groups.setdefault(parsed.group, {})
                     if parsed.value is None:
                         by_key.pop(parsed.key, None)
                     else:
                         by_key[parsed.key] = parsed
                 else:
-                    groups[parsed.group] = parsed.value
+                    loaded.groups[parsed.group] = parsed.value
+        return loaded
+
+    def _apply(self, loaded: _Loaded) -> None:
+        """Hand what was read back to the managers: offset records to the offsets side
+        (transactional ones wait for their COMMIT/ABORT marker), each group's last metadata record
+        to the group side; offsets without group metadata belong to a "simple" group (standalone
+        commits), which is created."""
+        for first, second in loaded.offsets:
+            if isinstance(first, OffsetRecord):
+                self.offset_manager.replay(first, second)
+            else:
+                self.offset_manager.replay_end_transaction_marker(first, second)
         self.offset_manager.on_loaded()
-        self.group_manager.load(groups)
-        self.consumer_manager.load(consumer_groups)
+        self.group_manager.load(loaded.groups)
+        self.consumer_manager.load(loaded.consumer_groups)
         for group_id in self.offset_manager.group_ids():
             if group_id not in self.consumer_manager.groups:
                 self.group_manager.get_or_create_simple_group(group_id)
-        if n:
-            log.info("loaded %d records: %d groups, %d groups with offsets", n, len(self.group_manager.groups),
-                     len(self.offset_manager.group_ids()))
+        if loaded.records:
+            log.info("loaded %d records: %d groups, %d groups with offsets", loaded.records,
+                     len(self.group_manager.groups), len(self.offset_manager.group_ids()))
 
     # ------------------------------------------------------------------ classic groups
     # A classic request for a KIP-848 consumer group: Kafka 4.3 lets classic members join a

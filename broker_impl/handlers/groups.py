@@ -90,6 +90,9 @@ async def handle_sync_group(broker: Broker, ctx, req):
 @handles("Heartbeat")
 async def handle_heartbeat(broker: Broker, ctx, req):
     err = group_denied(broker, ctx, req.group_id) or broker.group_coordinator.coordinator_error(req.group_id)
+    if err is Errors.COORDINATOR_LOAD_IN_PROGRESS:
+        # GroupCoordinatorService.heartbeat: "the group is still loading, so blindly respond"
+        return ctx.api.Response(throttle_time_ms=0, error_code=Errors.NONE)
     if err is not None:
         return ctx.api.Response(throttle_time_ms=0, error_code=err)
     err = broker.group_coordinator.heartbeat(group_id=req.group_id, member_id=req.member_id,
@@ -154,6 +157,9 @@ async def handle_list_groups(broker: Broker, ctx, req):
     G = R.ListedGroup
     states = req.states_filter if ctx.version >= 4 else None
     types = req.types_filter if ctx.version >= 5 else None
+    if broker.group_coordinator.loading:
+        # Kafka reads every coordinator of the broker; one still loading fails the whole answer
+        return R(throttle_time_ms=0, error_code=Errors.COORDINATOR_LOAD_IN_PROGRESS, groups=[])
     groups = broker.group_coordinator.list_groups(states, types)
     if not allowed_cluster(broker, ctx, Op.DESCRIBE):   # KafkaApis: else the groups it may DESCRIBE
         groups = [g for g in groups if allowed(broker, ctx, Op.DESCRIBE, Res.GROUP, g[0])]

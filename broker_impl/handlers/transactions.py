@@ -154,9 +154,18 @@ async def handle_write_txn_markers(broker: Broker, ctx, req):
                                         coordinator_epoch=m.coordinator_epoch, timestamp_ms=now)
         entries = {}
         requested = []          # (topic, [(index, Partition or None)])
+        refused = {}            # offsets partitions whose group coordinator is not ready
         for t in m.topics:
             parts = [(p, broker.topics.partition(t.name, p)) for p in t.partition_indexes]
-            entries.update((part, batch) for _, part in parts if part is not None)
+            for _, part in parts:
+                if part is None:
+                    continue
+                if part.topic == GROUP_METADATA_TOPIC and gc.partition_error(part.index) is not None:
+                    # KafkaApis: the group coordinator's NOT_COORDINATOR / LOAD_IN_PROGRESS read
+                    # NOT_LEADER_OR_FOLLOWER, which the transaction coordinator retries
+                    refused[part] = Errors.NOT_LEADER_OR_FOLLOWER
+                else:
+                    entries[part] = batch
             requested.append((t.name, parts))
         with ExitStack() as settling:
             for part in entries:
@@ -169,7 +178,8 @@ async def handle_write_txn_markers(broker: Broker, ctx, req):
                 gc.complete_txn_offsets(m.producer_id, m.transaction_result)
         out.append(MR(producer_id=m.producer_id, topics=[
             TR(name=name, partitions=[PR(partition_index=p, error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION
-                                         if part is None else results[part].error) for p, part in parts])
+                                         if part is None else refused[part] if part in refused
+                                         else results[part].error) for p, part in parts])
             for name, parts in requested]))
     return R(markers=out)
 
