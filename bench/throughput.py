@@ -10,12 +10,20 @@ are noisy, so only same-run ratios mean something.
 then waits for the ISR); start-up time and resident memory per node (after start, and after
 the workload) are printed too.
 
+``--security plaintext,sasl_ssl`` measures each target once per security protocol, as
+``kconform run --security`` sets it up (a SCRAM-SHA-512 user, TLS with a CA made for the run):
+the cost of TLS and SASL is each target's secured figure over its plaintext one, in the same run,
+and those costs are compared between targets (issue 22). A target that cannot serve a protocol
+says why and is left out of that protocol's figures.
+
     python bench/throughput.py [--targets embedded,tansu,apache-kafka] [--nodes N] [--small N] [--large N]
+                               [--security plaintext[,sasl_plaintext,sasl_ssl]]
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import sys
 import tempfile
@@ -26,15 +34,16 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from conformance import security  # noqa: E402
 from conformance.targets import TARGETS  # noqa: E402
-from conformance.targets.base import TopicSpec, Topology  # noqa: E402
+from conformance.targets.base import NotApplicable, TopicSpec, Topology  # noqa: E402
 
 PARTITIONS = 3
 
 
 def produce(bootstrap: str, topic: str, n: int, size: int) -> tuple[float, int]:
     p = Producer({
-        "bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 1_000_000,
+        **security.current().librdkafka_config(), "bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 1_000_000,
         "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576,
         "enable.idempotence": False, "compression.type": "none", "log_level": 0,
     })
@@ -64,7 +73,7 @@ def produce(bootstrap: str, topic: str, n: int, size: int) -> tuple[float, int]:
 
 def consume(bootstrap: str, topic: str, n: int, timeout: float = 300.0) -> float:
     c = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": f"bench-{time.time_ns()}",
+        **security.current().librdkafka_config(), "bootstrap.servers": bootstrap, "group.id": f"bench-{time.time_ns()}",
         "isolation.level": "read_committed", "enable.auto.commit": False,
         # librdkafka's defaults for fetch sizes (fetch.max.bytes 50 MiB, max.partition.fetch.bytes
         # 1 MiB); queued.min.messages raised so the consumer never waits on fetch.queue.backoff.ms
@@ -101,6 +110,7 @@ def after_line(name: str, target) -> str:
 
 
 def bench_target(name: str, cases: list[tuple[int, int]], workdir: Path, nodes: int = 1) -> dict:
+    """The figures of target ``name`` under the security protocol in use (``security.use``)."""
     cls = TARGETS[name]
     ok, why = cls.availability()
     if not ok:
@@ -111,9 +121,16 @@ def bench_target(name: str, cases: list[tuple[int, int]], workdir: Path, nodes: 
         return {}
     results = {}
     topics = [TopicSpec(f"bench-{size}", PARTITIONS, min(nodes, 3)) for _, size in cases]
-    with cls() as target:
+    # a JVM target runs with C2 here: its C1-only start-up mode (what a conformance row uses) costs
+    # throughput, TLS most of all
+    options = {"fast_startup": False} if "fast_startup" in inspect.signature(cls).parameters else {}
+    with cls(**options) as target:
         t0 = time.perf_counter()
-        target.start(Topology(nodes=nodes, topics=topics), {}, workdir / name)
+        try:
+            target.start(Topology(nodes=nodes, topics=topics), {}, workdir)
+        except NotApplicable as e:
+            print(f"  {name}: cannot serve {security.current().protocol} ({e})", flush=True)
+            return {}
         print(started_line(name, target, time.perf_counter() - t0), flush=True)
         bootstrap = target.bootstrap
         for n, size in cases:
@@ -131,28 +148,65 @@ def bench_target(name: str, cases: list[tuple[int, int]], workdir: Path, nodes: 
     return results
 
 
+def ratios(a: dict, b: dict) -> dict[int, tuple[float, float]]:
+    """Per value size: (produce, consume) msg/s of ``a`` over ``b``, where both were measured."""
+    return {size: (a[size]["produce_msgs"] / b[size]["produce_msgs"], a[size]["consume_msgs"] / b[size]["consume_msgs"])
+            for size in a if size in b}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--targets", default="embedded,tansu,apache-kafka")
     ap.add_argument("--nodes", type=int, default=1, help="nodes per target (topics replicated min(nodes, 3) times)")
     ap.add_argument("--small", type=int, default=300_000, help="records of 100 bytes")
     ap.add_argument("--large", type=int, default=10_000, help="records of 10 KiB")
+    ap.add_argument("--security", default="plaintext",
+                    help=f"comma-separated, each one of {', '.join(security.PROTOCOLS)}: every target is "
+                         "measured under each")
     args = ap.parse_args()
     cases = [(args.small, 100), (args.large, 10240)]
     names = [t.strip() for t in args.targets.split(",") if t.strip()]
-    all_results = {}
+    protocols = [p.strip().lower() for p in args.security.split(",") if p.strip()]
+    for p in protocols:
+        if p not in security.PROTOCOLS:
+            ap.error(f"--security {p!r}: one of {', '.join(security.PROTOCOLS)}")
+    # results[protocol][target]
+    results: dict[str, dict[str, dict]] = {}
     with tempfile.TemporaryDirectory(prefix="kconform-bench-") as tmp:
-        for name in names:
-            all_results[name] = bench_target(name, cases, Path(tmp), args.nodes)
-    base = all_results.get("embedded") or {}
-    print("\nratios (embedded / peer; >= 0.5 is the target against apache-kafka):")
-    for peer, res in all_results.items():
-        if peer == "embedded" or not res or not base:
+        for proto in protocols:
+            if len(protocols) > 1:
+                print(f"\n{proto}:", flush=True)
+            with security.use(security.Security.generate(proto)):
+                for name in names:
+                    results.setdefault(proto, {})[name] = bench_target(
+                        name, cases, Path(tmp) / f"{name}-{proto}", args.nodes)
+    for proto in protocols:
+        base = results[proto].get("embedded") or {}
+        if not base or not any(res for peer, res in results[proto].items() if peer != "embedded"):
             continue
-        for size in res:
-            b, p = base[size], res[size]
-            print(f"  vs {peer:<13} {size:>6} B: produce {b['produce_msgs'] / p['produce_msgs']:.2f}  "
-                  f"consume {b['consume_msgs'] / p['consume_msgs']:.2f}")
+        print(f"\nratios{f' over {proto}' if len(protocols) > 1 else ''} "
+              "(embedded / peer; >= 0.5 is the target against apache-kafka):")
+        for peer, res in results[proto].items():
+            if peer == "embedded" or not res or not base:
+                continue
+            for size, (prod, cons) in ratios(base, res).items():
+                print(f"  vs {peer:<13} {size:>6} B: produce {prod:.2f}  consume {cons:.2f}")
+    plain = protocols[0]
+    for proto in protocols[1:]:
+        print(f"\ncost of {proto} (its throughput / {plain}'s, same target; 1.00 = no cost):")
+        cost = {}
+        for name in names:
+            a, b = results[proto].get(name) or {}, results[plain].get(name) or {}
+            cost[name] = ratios(a, b)
+            for size, (prod, cons) in cost[name].items():
+                print(f"  {name:<13} {size:>6} B: produce {prod:.2f}  consume {cons:.2f}")
+        for peer in names:
+            if peer == "embedded" or not cost.get(peer) or not cost.get("embedded"):
+                continue
+            for size in cost["embedded"]:
+                if size in cost[peer]:
+                    (ep, ec), (pp, pc) = cost["embedded"][size], cost[peer][size]
+                    print(f"  embedded's cost / {peer}'s {size:>6} B: produce {ep / pp:.2f}  consume {ec / pc:.2f}")
     return 0
 
 
