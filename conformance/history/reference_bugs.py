@@ -21,13 +21,25 @@ when the log names a __consumer_offsets partition skipped for a copier's transac
 36, workloads/mixed seed 504 on Kafka 4.3.1). Only these kinds can come of it; a row with any
 other anomaly is not explained, nor one whose anomalies were seen more often than their evidence
 shows.
+
+KAFKA-20357 (Kafka up to 4.4.0; apache/kafka#22096, merged 2026-04-19, in no release yet): under
+transaction version 2 an EndTxn bumps the producer epoch when the coordinator writes
+PrepareCommit/PrepareAbort, and the coordinator recognises a producer that retries with the epoch
+it had (InitProducerId with its producer id and that epoch, KIP-360/KIP-890) by the previous epoch
+it keeps -- in memory only: TransactionLogValue has no field for it. A producer whose EndTxn was
+never answered (its coordinator died after writing Prepare*) retries at the new coordinator, which
+loaded the transaction from the log without the previous epoch, and is answered PRODUCER_FENCED:
+`unexpected_fencing`. Proved on the wire (``explain_on_wire``), not from a broker log, so on any
+target: the embedded broker keeps the transaction log Kafka 4.3.1 writes and fails the same way
+(stop 37, workloads/cluster seed 604); a row so explained fails with the bug as its reason.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
+from .asked import Asked
 from .checker import Anomaly
 
 #: KAFKA-20734's own log line (TransactionMarkerChannelManager, Kafka 4.3.x / 4.4.0).
@@ -39,6 +51,9 @@ INITIALIZED = re.compile(r"Initialized transactionalId (?P<tid>\S+) with produce
 #: What the broker-log lines this module reads contain (a filter for reading big logs).
 NEEDLES = ("likely deleted already", "Initialized transactionalId")
 KAFKA_20734 = "KAFKA-20734"
+KAFKA_20357 = "KAFKA-20357"
+#: EndTxn from this version on is transaction version 2 (TransactionVersion.transactionVersionForEndTxn).
+END_TXN_TV2 = 5
 #: The anomaly kinds a commit without some of its markers can cause.
 EXPLAINABLE = frozenset({"lost_write", "hanging_transaction", "output_without_offsets", "stalled"})
 #: Those a copier's commit whose marker on __consumer_offsets was skipped causes: its offsets stay
@@ -55,10 +70,17 @@ class Explained:
     #: (transactional id, partition) pairs whose markers the coordinator skipped, as the log says.
     skipped: list[tuple[str, str]] = field(default_factory=list)
     log_lines: list[str] = field(default_factory=list)
+    #: KAFKA-20357: per fenced process, the unanswered EndTxn and the InitProducerId fenced after it.
+    fenced_retries: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "skipped_markers": [{"transactional_id": t, "partition": p} for t, p in self.skipped],
-                "log_lines": self.log_lines[:10]}
+        out: dict[str, Any] = {"key": self.key}
+        if self.fenced_retries:
+            out["fenced_retries"] = self.fenced_retries
+        else:
+            out["skipped_markers"] = [{"transactional_id": t, "partition": p} for t, p in self.skipped]
+            out["log_lines"] = self.log_lines[:10]
+        return out
 
 
 def skipped_markers(log_lines: Iterable[str]) -> tuple[set[tuple[str, str]], list[str]]:
@@ -151,3 +173,91 @@ def explain(anomalies: list[Anomaly], events: list[dict[str, Any]], log_lines: I
                 return None
             used |= mine
     return Explained(KAFKA_20734, sorted(used), lines)
+
+
+# ============================================================================ KAFKA-20357
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) else -1
+
+
+def _epoch_retries(lines: Iterable[dict], decode: Callable[[dict], dict | None], unmap: Callable[[str], str]
+                   ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """From the transcript: every TV2 EndTxn with whether it was answered NONE, and every
+    InitProducerId that named a producer id and epoch (a retry, KIP-360) with its answer."""
+    ends: list[dict[str, Any]] = []
+    inits: list[dict[str, Any]] = []
+    asked: Asked[dict[str, Any]] = Asked()
+    for line in lines:
+        api = line.get("api_name")
+        if api not in ("EndTxn", "InitProducerId"):
+            continue
+        frame = decode(line)
+        if frame is None or frame.get("fields") is None:
+            continue
+        f = frame["fields"]
+        if line.get("dir") == "c2b":
+            if api == "EndTxn" and int(line.get("api_version") or 0) >= END_TXN_TV2:
+                ask = {"t": float(line.get("t") or 0.0), "node": line.get("node"), "answer": None,
+                       "tid": unmap(f.get("transactional_id") or ""), "producer_id": f.get("producer_id"),
+                       "epoch": f.get("producer_epoch"), "commit": f.get("committed")}
+                ends.append(ask)
+                asked.ask(line, ask)
+            elif api == "InitProducerId" and _int(f.get("producer_id")) >= 0:
+                ask = {"t": float(line.get("t") or 0.0), "node": line.get("node"), "answer": None,
+                       "tid": unmap(f.get("transactional_id") or ""), "producer_id": f.get("producer_id"),
+                       "epoch": f.get("producer_epoch")}
+                inits.append(ask)
+                asked.ask(line, ask)
+        else:
+            ask = asked.answered(line)
+            if ask is not None:
+                ask["answer"] = f.get("error_code")
+                ask["answered_at"] = float(line.get("t") or 0.0)
+    return ends, inits
+
+
+def _lost_end_then_fenced(tids: set[str], at: float, ends: list[dict[str, Any]], inits: list[dict[str, Any]]
+                          ) -> dict[str, Any] | None:
+    """The proof for one fenced process: its last InitProducerId retry before ``at`` (the time it
+    reported PRODUCER_FENCED) was answered PRODUCER_FENCED, and an earlier TV2 EndTxn of the same
+    producer id and epoch was never answered NONE -- the epoch the coordinator had bumped to, the
+    producer never learnt."""
+    fenced = [i for i in inits if i["tid"] in tids and i["answer"] == "PRODUCER_FENCED" and i["t"] <= at]
+    if not fenced:
+        return None
+    init = fenced[-1]
+    lost = [e for e in ends if e["tid"] == init["tid"] and e["t"] < init["t"]
+            and (e["producer_id"], e["epoch"]) == (init["producer_id"], init["epoch"]) and e["answer"] != "NONE"]
+    if not lost or any(e["tid"] == init["tid"] and (e["producer_id"], e["epoch"]) == (init["producer_id"], init["epoch"])
+                       and e["answer"] == "NONE" for e in ends if e["t"] < init["t"]):
+        return None
+    end = lost[-1]
+    return {"transactional_id": init["tid"], "producer_id": init["producer_id"], "epoch": init["epoch"],
+            "end_txn": {"t": round(end["t"], 4), "node": end["node"], "commit": end["commit"],
+                        "answer": end["answer"] or "none"},
+            "init_producer_id": {"t": round(init["t"], 4), "node": init["node"], "answer": init["answer"]}}
+
+
+def explain_on_wire(anomalies: list[Anomaly], events: list[dict[str, Any]], lines: Iterable[dict],
+                    decode: Callable[[dict], dict | None], unmap: Callable[[str], str] = str) -> Explained | None:
+    """KAFKA-20357 when every anomaly is an `unexpected_fencing` whose fenced process the transcript
+    shows retrying, after a TV2 EndTxn it never got an answer to, with InitProducerId at that
+    EndTxn's producer id and epoch, answered PRODUCER_FENCED; None otherwise."""
+    if not anomalies or any(a.kind != "unexpected_fencing" or a.count > len(a.evidence) for a in anomalies):
+        return None
+    events = list(events)
+    tids = _worker_tids(events)
+    ends, inits = _epoch_retries(lines, decode, unmap)
+    proofs = []
+    for a in anomalies:
+        for ev in a.evidence:
+            event = ev.get("event") or {}
+            if (event.get("error") or {}).get("name") != "PRODUCER_FENCED":
+                return None
+            process = str(event.get("process", ""))
+            proof = _lost_end_then_fenced(tids.get(process.split("#")[0], set()), float(event.get("time") or 0.0),
+                                          ends, inits)
+            if proof is None:
+                return None
+            proofs.append({"process": process, **proof})
+    return Explained(KAFKA_20357, fenced_retries=proofs)

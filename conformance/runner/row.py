@@ -273,7 +273,7 @@ class RowRun:
             lines = proxy.transcript_lines() if proxy is not None else None
             checks = steps.checks + self.case_run.check(outcome, lines)
             self.row.workload = self.case_run.summary
-            self._explain_by_reference_bug()
+            self._explain_by_reference_bug(lines or [])
             self._explain_by_client_flaws(lines or [])
             outcome = workload_outcome(self.case_run.summary)
             self.raw_outcome = {"steps": steps.records}
@@ -287,14 +287,22 @@ class RowRun:
         self.row.outcome = normalise_outcome(outcome)
         self.row.judge(checks)
 
-    def _explain_by_reference_bug(self) -> None:
-        """On Apache Kafka: a workload row whose every anomaly the broker's own log proves to be a
-        known Kafka bug (history/reference_bugs.py) fails with that bug as its reason, and its
-        summary keeps the proof; anything unproved stays an unexplained failure."""
-        if not target_class(self.slot.name).reference or not self.case_run.anomalies:
+    def _explain_by_reference_bug(self, transcript: list[dict]) -> None:
+        """A workload row whose every anomaly is proved to be a known Kafka bug
+        (history/reference_bugs.py) fails with that bug as its reason, and its summary keeps the
+        proof; anything unproved stays an unexplained failure. Proved from the broker's own log on
+        Apache Kafka; from the transcript on any target (a bug of the protocol state Kafka keeps,
+        which a broker keeping the same state -- the embedded one -- shows the same way)."""
+        if not self.case_run.anomalies:
             return
-        lines = self.ns.unmap(_log_lines(self.target, self.log_offsets, reference_bugs.NEEDLES))
-        found = reference_bugs.explain(self.case_run.anomalies, self.case_run.history.events(), lines)
+        found = None
+        events = self.case_run.history.events()
+        if target_class(self.slot.name).reference:
+            lines = self.ns.unmap(_log_lines(self.target, self.log_offsets, reference_bugs.NEEDLES))
+            found = reference_bugs.explain(self.case_run.anomalies, events, lines)
+        if found is None and transcript:
+            found = reference_bugs.explain_on_wire(self.case_run.anomalies, events, transcript, decode_line,
+                                                   self.ns.unmap)
         if found is not None:
             self.row.known_reference_bug = found.key
             self.row.workload["reference_bug"] = found.to_dict()

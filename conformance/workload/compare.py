@@ -32,7 +32,7 @@ def compare_rows(rows: list[Row], reference: str | None) -> dict[str, Any]:
             continue
         t = totals.setdefault(r.target, {"rows": 0, "operations": 0, "verdicts": defaultdict(int),
                                             "anomalies": defaultdict(int), "client_flaws": defaultdict(int),
-                                            "wire": defaultdict(lambda: defaultdict(int)),
+                                            "kafka_bugs": defaultdict(int), "wire": defaultdict(lambda: defaultdict(int)),
                                             "rows_with": defaultdict(int), "node_down_s": 0.0,
                                             "restart_s": []})
         t["rows"] += 1
@@ -45,6 +45,8 @@ def compare_rows(rows: list[Row], reference: str | None) -> dict[str, Any]:
             t["anomalies"][kind] += n
             if r.client_flaw:
                 t["client_flaws"][kind] += n
+            elif r.known_reference_bug:
+                t["kafka_bugs"][f"{kind} ({r.known_reference_bug})"] += n
         for api, codes in (w.get("wire_errors") or {}).items():
             for code, n in codes.items():
                 t["wire"][api][code] += n
@@ -60,7 +62,7 @@ def compare_rows(rows: list[Row], reference: str | None) -> dict[str, Any]:
                             "node_down_s": round(t["node_down_s"], 1),
                             "restart_s": restarts[len(restarts) // 2] if restarts else None,
                             "anomalies": dict(t["anomalies"]), "client_flaws": dict(t["client_flaws"]),
-                            "wire": {api: {code: {"count": n, "per_1000_ops": _per_k(n, t["operations"]),
+                            "kafka_bugs": dict(t["kafka_bugs"]), "wire": {api: {code: {"count": n, "per_1000_ops": _per_k(n, t["operations"]),
                                                   "rows": t["rows_with"][(api, code)]}
                                            for code, n in sorted(codes.items())}
                                      for api, codes in sorted(t["wire"].items())}}
@@ -89,8 +91,9 @@ def compare_rows(rows: list[Row], reference: str | None) -> dict[str, Any]:
                                     "reference_per_1000_ops": theirs["per_1000_ops"],
                                     "reference_rows": theirs["rows"], "reference_of_rows": ref["rows"]})
             for kind in sorted(set(t["anomalies"]) - set(ref["anomalies"])):
-                brokers = t["anomalies"][kind] - t["client_flaws"].get(kind, 0)
-                if brokers:     # not when the transcript proved every one of them a client's
+                known = sum(n for k, n in (t.get("kafka_bugs") or {}).items() if k.split(" (")[0] == kind)
+                brokers = t["anomalies"][kind] - t["client_flaws"].get(kind, 0) - known
+                if brokers:     # not when every one is proved a client's flaw or a known Kafka bug
                     differences.append({"target": name, "anomaly": kind,
                                         "what": "an anomaly the reference does not have", "count": brokers})
     return {"reference": reference, "targets": out_totals,
@@ -107,14 +110,15 @@ def render_comparison(cmp: dict[str, Any]) -> str:
                      "transcript), per 1000 workload operations.")
         lines.append("")
     lines += ["| target | rows | operations | nodes away (s), restart (s) | verdicts | anomalies | "
-              "of them, clients' flaws (proved on the wire) |",
-              "|---|---|---|---|---|---|---|"]
+              "of them, clients' flaws (proved on the wire) | of them, Kafka's known bugs (proved) |",
+              "|---|---|---|---|---|---|---|---|"]
     for name, t in cmp["targets"].items():
         verdicts = ", ".join(f"{v} {n}" for v, n in sorted(t["verdicts"].items()))
         anomalies = ", ".join(f"{k} {n}" for k, n in sorted(t["anomalies"].items())) or "none"
         clients = ", ".join(f"{k} {n}" for k, n in sorted((t.get("client_flaws") or {}).items())) or "none"
+        bugs = ", ".join(f"{k} {n}" for k, n in sorted((t.get("kafka_bugs") or {}).items())) or "none"
         away = f"{t.get('node_down_s', 0.0):.0f}, {t['restart_s']}" if t.get("restart_s") is not None else "-"
-        lines.append(f"| {name} | {t['rows']} | {t['operations']} | {away} | {verdicts} | {anomalies} | {clients} |")
+        lines.append(f"| {name} | {t['rows']} | {t['operations']} | {away} | {verdicts} | {anomalies} | {clients} | {bugs} |")
     lines += ["", "## Error codes per API", "", "| API | error | " + " | ".join(cmp["targets"]) + " |",
               "|---|---|" + "---|" * len(cmp["targets"])]
     keys = sorted({(a, c) for t in cmp["targets"].values() for a, cs in t["wire"].items() for c in cs})

@@ -1,8 +1,12 @@
 """A reference row's anomalies are a known Kafka bug only when the broker's log proves it."""
 from __future__ import annotations
 
+from broker_impl.codec import Errors
 from conformance.history.checker import Anomaly
-from conformance.history.reference_bugs import KAFKA_20734, explain, skipped_markers
+from conformance.history.reference_bugs import KAFKA_20357, KAFKA_20734, explain, explain_on_wire, skipped_markers
+from conformance.proxy.transcript import decode_line
+
+from tests.unit.history.test_client_flaws import frame_line, unmap
 
 LINE = ("[2026-11-27 06:19:47,268] INFO [Transaction Marker Channel Manager 1]: Couldn't find leader endpoint "
         "for partitions Set(in-2, data-2) while trying to send transaction markers for txn-t1, these partitions "
@@ -76,3 +80,48 @@ def test_a_copiers_skipped_offsets_marker_explains_its_groups_missing_offsets() 
     assert found is not None and ("txn-c1", "__consumer_offsets-0") in found.skipped
     # a producer's skipped marker on a data partition proves nothing about a group's offsets
     assert explain([missing], events, [LINE]) is None
+
+
+# ---------------------------------------------------------------- KAFKA-20357, proved on the wire
+def _fenced(process: str = "t2#3", at: float = 419.9) -> Anomaly:
+    return Anomaly("unexpected_fencing", "1 x ...", [{"what": "...", "event": {
+        "process": process, "type": "fail", "f": "txn", "time": at,
+        "error": {"name": "PRODUCER_FENCED", "message": "..."}}}], at, 1)
+
+
+def _end_txn(t: float, epoch: int, answered: str | None, corr: int, version: int = 5) -> list[dict]:
+    out = [frame_line("EndTxn", version, "c2b", t, {"transactional_id": "txn-t2-x1", "producer_id": 0,
+                                                    "producer_epoch": epoch, "committed": True}, corr)]
+    if answered is not None:
+        out.append(frame_line("EndTxn", version, "b2c", t + 0.05, {"error_code": Errors[answered], "producer_id": 0,
+                                                                   "producer_epoch": epoch + 1}, corr))
+    return out
+
+
+def _init_retry(t: float, epoch: int, answer: str, corr: int) -> list[dict]:
+    return [frame_line("InitProducerId", 5, "c2b", t, {"transactional_id": "txn-t2-x1", "transaction_timeout_ms": 20000,
+                                                       "producer_id": 0, "producer_epoch": epoch}, corr, conn=3),
+            frame_line("InitProducerId", 5, "b2c", t + 0.02, {"error_code": Errors[answer], "producer_id": -1,
+                                                              "producer_epoch": -1}, corr, conn=3)]
+
+
+def test_a_retry_fenced_after_an_unanswered_tv2_end_txn_is_kafka_20357() -> None:
+    lines = _end_txn(404.7, 139, "NONE", 1) + _end_txn(414.7, 141, None, 2) + _init_retry(419.7, 141, "PRODUCER_FENCED", 3)
+    found = explain_on_wire([_fenced()], EVENTS, lines, decode_line, unmap)
+    assert found is not None and found.key == KAFKA_20357
+    (proof,) = found.to_dict()["fenced_retries"]
+    assert proof["process"] == "t2#3" and proof["transactional_id"] == "txn-t2" and proof["epoch"] == 141
+    assert proof["end_txn"]["answer"] == "none" and proof["init_producer_id"]["answer"] == "PRODUCER_FENCED"
+
+
+def test_an_answered_end_txn_a_tv1_end_txn_or_another_epoch_proves_nothing() -> None:
+    retry = _init_retry(419.7, 141, "PRODUCER_FENCED", 3)
+    for lines in (_end_txn(414.7, 141, "NONE", 2) + retry,           # the producer learnt the new epoch
+                  _end_txn(414.7, 141, None, 2, version=4) + retry,  # TV1: EndTxn bumps no epoch
+                  _end_txn(414.7, 140, None, 2) + retry,             # another epoch
+                  _end_txn(414.7, 141, None, 2)):                    # no fenced retry on the wire
+        assert explain_on_wire([_fenced()], EVENTS, lines, decode_line, unmap) is None
+    lines = _end_txn(414.7, 141, None, 2) + retry
+    other = Anomaly("lost_write", "...", [lost("t1-1", "data-2")], 1.0, 1)
+    assert explain_on_wire([_fenced(), other], EVENTS, lines, decode_line, unmap) is None
+    assert explain_on_wire([_fenced(at=400.0)], EVENTS, lines, decode_line, unmap) is None   # fenced before the retry
