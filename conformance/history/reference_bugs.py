@@ -220,28 +220,28 @@ def _lost_end_then_fenced(tids: set[str], at: float, ends: list[dict[str, Any]],
                           ) -> dict[str, Any] | None:
     """The proof for one fenced process: its last InitProducerId retry before ``at`` (the time it
     reported PRODUCER_FENCED) was answered PRODUCER_FENCED, and an earlier TV2 EndTxn of the same
-    producer id and epoch was never answered NONE -- the epoch the coordinator had bumped to, the
-    producer never learnt."""
+    producer id and epoch got no answer at all (its coordinator went away, maybe after writing
+    Prepare*) and none of them was answered NONE -- so the epoch the coordinator bumped to, the
+    producer never learnt. An EndTxn answered with an error wrote nothing: it proves nothing."""
     fenced = [i for i in inits if i["tid"] in tids and i["answer"] == "PRODUCER_FENCED" and i["t"] <= at]
     if not fenced:
         return None
     init = fenced[-1]
-    lost = [e for e in ends if e["tid"] == init["tid"] and e["t"] < init["t"]
-            and (e["producer_id"], e["epoch"]) == (init["producer_id"], init["epoch"]) and e["answer"] != "NONE"]
-    if not lost or any(e["tid"] == init["tid"] and (e["producer_id"], e["epoch"]) == (init["producer_id"], init["epoch"])
-                       and e["answer"] == "NONE" for e in ends if e["t"] < init["t"]):
+    same = [e for e in ends if e["tid"] == init["tid"] and e["t"] < init["t"]
+            and (e["producer_id"], e["epoch"]) == (init["producer_id"], init["epoch"])]
+    lost = [e for e in same if e["answer"] is None]
+    if not lost or any(e["answer"] == "NONE" for e in same):
         return None
     end = lost[-1]
     return {"transactional_id": init["tid"], "producer_id": init["producer_id"], "epoch": init["epoch"],
-            "end_txn": {"t": round(end["t"], 4), "node": end["node"], "commit": end["commit"],
-                        "answer": end["answer"] or "none"},
+            "end_txn": {"t": round(end["t"], 4), "node": end["node"], "commit": end["commit"], "answer": None},
             "init_producer_id": {"t": round(init["t"], 4), "node": init["node"], "answer": init["answer"]}}
 
 
 def explain_on_wire(anomalies: list[Anomaly], events: list[dict[str, Any]], lines: Iterable[dict],
                     decode: Callable[[dict], dict | None], unmap: Callable[[str], str] = str) -> Explained | None:
     """KAFKA-20357 when every anomaly is an `unexpected_fencing` whose fenced process the transcript
-    shows retrying, after a TV2 EndTxn it never got an answer to, with InitProducerId at that
+    shows retrying, after a TV2 EndTxn that was never answered, with InitProducerId at that
     EndTxn's producer id and epoch, answered PRODUCER_FENCED; None otherwise."""
     if not anomalies or any(a.kind != "unexpected_fencing" or a.count > len(a.evidence) for a in anomalies):
         return None

@@ -111,12 +111,13 @@ def test_a_retry_fenced_after_an_unanswered_tv2_end_txn_is_kafka_20357() -> None
     assert found is not None and found.key == KAFKA_20357
     (proof,) = found.to_dict()["fenced_retries"]
     assert proof["process"] == "t2#3" and proof["transactional_id"] == "txn-t2" and proof["epoch"] == 141
-    assert proof["end_txn"]["answer"] == "none" and proof["init_producer_id"]["answer"] == "PRODUCER_FENCED"
+    assert proof["end_txn"]["answer"] is None and proof["init_producer_id"]["answer"] == "PRODUCER_FENCED"
 
 
 def test_an_answered_end_txn_a_tv1_end_txn_or_another_epoch_proves_nothing() -> None:
     retry = _init_retry(419.7, 141, "PRODUCER_FENCED", 3)
     for lines in (_end_txn(414.7, 141, "NONE", 2) + retry,           # the producer learnt the new epoch
+                  _end_txn(414.7, 141, "NOT_COORDINATOR", 2) + retry,  # refused: nothing written
                   _end_txn(414.7, 141, None, 2, version=4) + retry,  # TV1: EndTxn bumps no epoch
                   _end_txn(414.7, 140, None, 2) + retry,             # another epoch
                   _end_txn(414.7, 141, None, 2)):                    # no fenced retry on the wire
