@@ -139,8 +139,16 @@ class GroupCoordinator:
 
     async def _load_elected(self, partition: int, leader_epoch: int) -> None:
         # nothing appends to a partition while it loads: its coordinator writes and markers are
-        # refused until then
-        loaded = await trio.to_thread.run_sync(self._read, {partition})
+        # refused until then. Resigned meanwhile, a follower's truncation may change the log under
+        # the read: then a failed read is nobody's concern.
+        try:
+            loaded = await trio.to_thread.run_sync(self._read, {partition})
+        except Exception:
+            if self.loading.get(partition) != leader_epoch:
+                log.info("dropped the load of %s-%d (leader epoch %d): resigned meanwhile", OFFSETS_TOPIC,
+                         partition, leader_epoch, exc_info=True)
+                return
+            raise
         self._finish_load(partition, leader_epoch, loaded)
 
     def _finish_load(self, partition: int, leader_epoch: int, loaded: _Loaded) -> None:
