@@ -107,3 +107,23 @@ def test_partition_resigned_while_loading_is_not_coordinated(harness):
             assert (await join(harness)).error_code == Errors.NOT_COORDINATOR
             assert "g" not in gc.offset_manager.group_ids()
     trio.run(main)
+
+
+def test_a_read_failing_after_the_partition_was_resigned_is_dropped(harness):
+    async def main():
+        async with harness.running() as b:
+            gc, p, gate = await _elected_with_load_held(harness, b)
+            held = gc._read
+
+            def truncated_under_the_read(partitions):
+                held(partitions)
+                raise OSError("segment gone")   # as a follower's truncation could make it
+            gc._read = truncated_under_the_read
+            gc.on_elected(p, 4)                  # this load's read will fail
+            gc.on_resigned(p)
+            gate.set()
+            for _ in range(50):
+                await trio.sleep(0.01)
+            assert p not in gc.owned and not gc.loading
+            assert (await join(harness)).error_code == Errors.NOT_COORDINATOR
+    trio.run(main)
