@@ -32,12 +32,18 @@ def _grow(bootstrap, topic, count, validate_only=False):
 
 
 def _partitions(bootstrap, topic, want, timeout=30.0):
-    """{partition: (leader, replicas, isr)} once Metadata lists ``want`` partitions, all led."""
+    """{partition: (leader, replicas, isr)} once Metadata lists ``want`` partitions, all led, on
+    every broker of ``bootstrap``: each broker applies the controller's change on its own (Kafka's
+    brokers too), so a client bootstrapping from a broker not asked yet may still see the old count."""
     deadline = time.monotonic() + timeout
     while True:
-        md = _admin(bootstrap).list_topics(topic, timeout=10).topics[topic]
-        parts = {p.id: (p.leader, sorted(p.replicas), sorted(p.isrs)) for p in md.partitions.values()}
-        if (len(parts) == want and all(v[0] >= 0 for v in parts.values())) or time.monotonic() > deadline:
+        seen = []
+        for address in bootstrap.split(","):
+            md = _admin(address).list_topics(topic, timeout=10).topics[topic]
+            seen.append({p.id: (p.leader, sorted(p.replicas), sorted(p.isrs)) for p in md.partitions.values()})
+        parts = seen[0]
+        agreed = all(len(s) == want and all(v[0] >= 0 for v in s.values()) for s in seen)
+        if agreed or time.monotonic() > deadline:
             return parts
         time.sleep(0.2)
 
