@@ -10,7 +10,12 @@ A new leader whose high watermark has not yet reached the start of its leader ep
 followers have not fetched since the election) answers a client's ``latest`` with
 OFFSET_NOT_AVAILABLE, as Kafka's Partition.fetchOffsetForTimestamp does: the high watermark it
 holds may be below what the previous leader already exposed, and a consumer must not be told
-an end that goes backwards. Replicas (replica_id >= 0) are answered as before.
+an end that goes backwards.
+
+A request that is not a consumer's (replica_id other than -1: a follower asking where the
+leader's log ends, Kafka's fetchOffsetAndTruncate) has no isolation level: ``latest`` and the
+bound of a timestamp search are the log end offset (Kafka's KafkaApis passes no isolation level
+for it, and Partition.fetchOffsetForTimestamp reads up to logEndOffset).
 """
 
 from __future__ import annotations
@@ -67,7 +72,7 @@ async def handle_list_offsets(broker: Broker, ctx, req):
                     if from_client and start is not None and start > plog.high_watermark:
                         pr.error_code = Errors.OFFSET_NOT_AVAILABLE
                         continue
-                    pr.offset = plog.last_stable_offset if committed else plog.high_watermark
+                    pr.offset = _upper(plog, committed, from_client)
                     pr.leader_epoch = part.leader_epoch
                 elif ts in (EARLIEST, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD):
                     pr.offset = plog.log_start_offset
@@ -78,7 +83,7 @@ async def handle_list_offsets(broker: Broker, ctx, req):
                     # No special offset has this number (Kafka 4.3.1, measured: -7, -100).
                     pr.error_code = Errors.UNSUPPORTED_VERSION
                 else:
-                    upper = plog.last_stable_offset if committed else plog.high_watermark
+                    upper = _upper(plog, committed, from_client)
                     found = plog.offset_for_timestamp(ts, max_offset=upper)
                     if found is not None:  # None also when the match is at or past ``upper``
                         pr.offset, pr.timestamp = found.offset, found.timestamp
@@ -87,3 +92,11 @@ async def handle_list_offsets(broker: Broker, ctx, req):
                 pr.error_code = exc.error
         out.append(T(name=t.name, partitions=parts))
     return R(throttle_time_ms=0, topics=out)
+
+
+def _upper(plog, committed: bool, from_client: bool) -> int:
+    """The last offset a request may be told of: the last stable offset (read_committed), the
+    high watermark (read_uncommitted), or for a replica the log end offset."""
+    if not from_client:
+        return plog.log_end_offset
+    return plog.last_stable_offset if committed else plog.high_watermark

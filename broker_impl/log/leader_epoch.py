@@ -3,9 +3,10 @@ kept in ``leader-epoch-checkpoint`` (Kafka's text format: version 0, the entry c
 ``epoch start_offset`` line per entry).
 
 Why: after a leader change a follower may hold records the new leader never had (written by an
-old leader and never replicated). The follower asks the leader, with OffsetForLeaderEpoch, where
-its own latest epoch ended in the leader's log and truncates there (KIP-101/KIP-279); the
-leader answers from this cache (``end_offset_for``). Every batch carries the epoch of the leader
+old leader and never replicated). The follower tells the leader its latest epoch with each Fetch
+(``last_fetched_epoch``; clients ask with OffsetForLeaderEpoch), the leader answers where that
+epoch ended in its log and the follower truncates there (KIP-101/KIP-279); the leader answers
+from this cache (``end_offset_for``). Every batch carries the epoch of the leader
 that appended it (partitionLeaderEpoch), so a follower fills its cache from the batches it
 copies, and a leader adds its new epoch, at its log end offset, when it takes over.
 """

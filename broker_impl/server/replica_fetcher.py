@@ -1,19 +1,26 @@
 """A follower's fetcher for the partitions one leader leads (Kafka's ReplicaFetcherThread /
-AbstractFetcherThread), as a trio task.
+AbstractFetcherThread), as a trio task, with Kafka's truncation on fetch (IBP 2.7+, every KRaft
+release: no OffsetForLeaderEpoch between brokers -- Kafka 4.3.1's followers send none, measured
+on the workloads' transcripts).
 
-- A partition starts *truncating* whenever it follows a new leader or leader epoch: the fetcher
-  asks the leader, with OffsetForLeaderEpoch (replica id = this broker), where this replica's
-  latest epoch ends in the leader's log, and truncates there -- or, when the leader does not
-  know that epoch (this replica has an epoch the leader never had), where the leader's epoch
-  ends in this replica's own log (KIP-279). A replica without epochs has nothing to truncate.
-- Then it fetches: Fetch (replica id, the partition's current leader epoch, the log end offset
-  as fetch offset, long poll ``replica.fetch.wait.max.ms``), appends what comes exactly as it
-  came (PartitionLog.append_as_follower) and takes the leader's high watermark. The leader
-  learns this replica's log end offset from the next fetch offset.
+- A partition that starts following a leader (or a new leader epoch) fetches at once from its
+  log end offset when its log has leader epochs -- Kafka's initialFetchOffset; a log with records
+  but no epochs is first cut back to its high watermark, as Kafka's truncateToHighWatermark.
+- Fetch (replica id, the partition's current leader epoch, the log end offset as fetch offset,
+  the latest epoch of its log as ``last_fetched_epoch``, long poll ``replica.fetch.wait.max.ms``):
+  the leader answers either records, appended exactly as they came
+  (PartitionLog.append_as_follower) with the leader's high watermark taken, or a
+  ``diverging_epoch`` -- where the follower's last epoch ends in the leader's log -- and the
+  follower truncates there (Kafka's getOffsetTruncationState) and fetches again; a follower
+  that does not know the epoch the leader names truncates to the end of its own largest epoch
+  below it and the next fetch goes on from there. The leader learns this replica's log end
+  offset from the next fetch offset.
+- OFFSET_OUT_OF_RANGE (Kafka's fetchOffsetAndTruncate): ListOffsets for the leader's log end;
+  above it (an unclean election) the follower truncates to it; below the leader's log start it
+  restarts its log there.
 - Errors, per partition: an epoch or leadership error waits for the next metadata image (which
-  moves the partition to the right fetcher); OFFSET_OUT_OF_RANGE truncates (this replica is
-  ahead) or restarts the log at the leader's log start (it is behind it). A request that fails
-  altogether backs off ``replica.fetch.backoff.ms``.
+  moves the partition to the right fetcher). A request that fails altogether backs off
+  ``replica.fetch.backoff.ms``.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from dataclasses import dataclass
 import trio
 
 from ..log.errors import LogError
-from ..log.leader_epoch import UNDEFINED_EPOCH_OFFSET
+from ..log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from ..protocol.errors import Errors
 from ..protocol.messages import API
 from ..cluster.network_client import InterBrokerClient, NetworkError
@@ -32,7 +39,8 @@ from ..cluster.network_client import InterBrokerClient, NetworkError
 log = logging.getLogger("kconform.broker.fetcher")
 
 FETCH_VERSION = 12                  # replica_id at the top, topics by name (as Kafka 3.x followers)
-OFFSET_FOR_LEADER_EPOCH_VERSION = 4
+LIST_OFFSETS_VERSION = 10           # Kafka's MetadataVersion.listOffsetRequestVersion from 4.0-IV3
+EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
 _RETRY_ERRORS = frozenset({Errors.NOT_LEADER_OR_FOLLOWER, Errors.FENCED_LEADER_EPOCH, Errors.UNKNOWN_LEADER_EPOCH,
                            Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.UNKNOWN_TOPIC_ID, Errors.KAFKA_STORAGE_ERROR,
                            Errors.NOT_ENOUGH_REPLICAS})
@@ -42,7 +50,8 @@ _RETRY_ERRORS = frozenset({Errors.NOT_LEADER_OR_FOLLOWER, Errors.FENCED_LEADER_E
 class FetchState:
     partition: object         # cluster.partition.Partition
     leader_epoch: int
-    truncating: bool = True
+    #: set: the next round asks the leader where its log starts and ends first (out of range)
+    out_of_range: bool = False
     delayed_until: float = 0.0
 
 
@@ -64,7 +73,13 @@ class ReplicaFetcher:
 
     # ------------------------------------------------------------------ membership
     def add(self, partition, leader_epoch: int) -> None:
-        """Fetch ``partition`` from this leader from now on, truncating first."""
+        """Fetch ``partition`` from this leader from now on (Kafka's initialFetchOffset: the log
+        end offset of a log with epochs, else its high watermark)."""
+        plog = partition.log
+        if plog.leader_epoch_cache.latest_epoch is None and plog.high_watermark < plog.log_end_offset:
+            log.info("%s-%d: no leader epochs: truncating from %d to the high watermark %d", partition.topic,
+                     partition.index, plog.log_end_offset, plog.high_watermark)
+            plog.truncate_to(plog.high_watermark)
         self.partitions[(partition.topic, partition.index)] = FetchState(partition, leader_epoch)
         self._wake.set()
 
@@ -96,10 +111,10 @@ class ReplicaFetcher:
                 await self._wake.wait()
             return
         try:
-            truncating = {tp: st for tp, st in ready.items() if st.truncating}
-            if truncating:
-                await self._truncate(truncating)
-            fetching = {tp: st for tp, st in ready.items() if not st.truncating and tp in self.partitions}
+            resetting = {tp: st for tp, st in ready.items() if st.out_of_range}
+            if resetting:
+                await self._reset_out_of_range(resetting)
+            fetching = {tp: st for tp, st in ready.items() if not st.out_of_range and tp in self.partitions}
             if fetching:
                 await self._fetch(fetching)
         except NetworkError as exc:
@@ -110,49 +125,69 @@ class ReplicaFetcher:
         st.delayed_until = trio.current_time() + self.backoff_s
 
     # ------------------------------------------------------------------ truncation
-    async def _truncate(self, states: dict[tuple[str, int], FetchState]) -> None:
-        asking = {}
+    def _truncate_to_diverging(self, topic: str, st: FetchState, epoch: int, end_offset: int) -> None:
+        """The leader's last ``epoch`` at or below this replica's last fetched epoch ends at
+        ``end_offset`` in its log: cut this replica's log where the two agree (the next fetch
+        carries on, or names the next divergence)."""
+        plog = st.partition.log
+        leo = plog.log_end_offset
+        target = diverging_truncation_offset(plog, epoch, end_offset)
+        if target < leo:
+            log.info("%s-%d: diverging at epoch %d: truncating from %d to %d (leader %d epoch %d)", topic,
+                     st.partition.index, epoch, leo, target, self.leader_id, st.leader_epoch)
+            plog.truncate_to(target)
+
+    async def _reset_out_of_range(self, states: dict[tuple[str, int], FetchState]) -> None:
+        """Kafka's fetchOffsetAndTruncate: the leader's log end (ListOffsets latest, as a
+        replica) below this replica's truncates it there; else a leader's log start above this
+        replica's end restarts its log there; else fetching resumes where it was."""
+        ends = await self._list_offsets(states, LATEST_TIMESTAMP)
+        starts = None
         for tp, st in states.items():
-            latest = st.partition.log.leader_epoch_cache.latest_epoch
-            if latest is None:
-                st.truncating = False            # no epochs: nothing this replica could disagree on
+            if self.partitions.get(tp) is not st or tp not in ends:
+                continue
+            plog = st.partition.log
+            leo = plog.log_end_offset
+            if ends[tp] < leo:
+                log.warning("%s-%d: leader %d's log ends at %d, below this replica's %d: truncating there",
+                            tp[0], tp[1], self.leader_id, ends[tp], leo)
+                plog.truncate_to(ends[tp])
             else:
-                asking[tp] = (st, latest)
-        if not asking:
-            return
-        api = API["OffsetForLeaderEpoch"]
-        R = api.Request
-        T = R.OffsetForLeaderTopic
+                if starts is None:
+                    starts = await self._list_offsets(states, EARLIEST_TIMESTAMP)
+                if tp not in starts or self.partitions.get(tp) is not st:
+                    continue
+                if starts[tp] > leo:
+                    log.info("%s-%d: behind the leader's log start %d: restarting the log there", tp[0], tp[1],
+                             starts[tp])
+                    plog.truncate_fully_and_start_at(starts[tp])
+            st.out_of_range = False
+
+    async def _list_offsets(self, states: dict[tuple[str, int], FetchState], timestamp: int) -> dict:
+        """{(topic, partition): offset} from the leader, for the partitions it answered; the
+        others back off."""
+        R = API["ListOffsets"].Request
+        T = R.ListOffsetsTopic
         by_topic: dict[str, list] = {}
-        for (topic, index), (st, latest) in asking.items():
-            by_topic.setdefault(topic, []).append(T.OffsetForLeaderPartition(
-                partition=index, current_leader_epoch=st.leader_epoch, leader_epoch=latest))
-        req = R(replica_id=self.broker.node_id,
-                topics=[T(topic=t, partitions=ps) for t, ps in by_topic.items()])
-        resp = await self.client.send(self.leader_id, "OffsetForLeaderEpoch", OFFSET_FOR_LEADER_EPOCH_VERSION, req,
+        for (topic, index), st in states.items():
+            by_topic.setdefault(topic, []).append(T.ListOffsetsPartition(
+                partition_index=index, current_leader_epoch=st.leader_epoch, timestamp=timestamp, max_num_offsets=1))
+        req = R(replica_id=self.broker.node_id, isolation_level=0,
+                topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()],
+                timeout_ms=int(self.socket_timeout_s * 1000))
+        resp = await self.client.send(self.leader_id, "ListOffsets", LIST_OFFSETS_VERSION, req,
                                       self.socket_timeout_s)
+        out = {}
         for t in resp.topics:
             for p in t.partitions:
-                entry = asking.get((t.topic, p.partition))
-                if entry is None or self.partitions.get((t.topic, p.partition)) is not entry[0]:
+                st = states.get((t.name, p.partition_index))
+                if st is None:
                     continue
-                st, latest = entry
                 if p.error_code != Errors.NONE:
                     self._delay(st)
-                    continue
-                plog = st.partition.log
-                if p.end_offset == UNDEFINED_EPOCH_OFFSET:
-                    target = plog.high_watermark
-                elif p.leader_epoch < latest:
-                    _, own_end = plog.leader_epoch_cache.end_offset_for(p.leader_epoch, plog.log_end_offset)
-                    target = min(p.end_offset, own_end) if own_end >= 0 else p.end_offset
                 else:
-                    target = p.end_offset
-                if target < plog.log_end_offset:
-                    log.info("%s-%d: truncating from %d to %d (leader %d epoch %d)", t.topic, p.partition,
-                             plog.log_end_offset, target, self.leader_id, st.leader_epoch)
-                    plog.truncate_to(target)
-                st.truncating = False
+                    out[(t.name, p.partition_index)] = p.offset
+        return out
 
     # ------------------------------------------------------------------ fetching
     async def _fetch(self, states: dict[tuple[str, int], FetchState]) -> None:
@@ -164,7 +199,7 @@ class ReplicaFetcher:
             plog = st.partition.log
             by_topic.setdefault(topic, []).append(T.FetchPartition(
                 partition=index, current_leader_epoch=st.leader_epoch, fetch_offset=plog.log_end_offset,
-                last_fetched_epoch=-1, log_start_offset=plog.log_start_offset, partition_max_bytes=self.max_bytes))
+                last_fetched_epoch=_latest_epoch(plog), log_start_offset=plog.log_start_offset, partition_max_bytes=self.max_bytes))
         req = R(replica_id=self.broker.node_id, max_wait_ms=self.wait_ms, min_bytes=self.min_bytes,
                 max_bytes=max(self.max_bytes * len(states), self.max_bytes), isolation_level=0, session_id=0,
                 session_epoch=-1, topics=[T(topic=t, partitions=ps) for t, ps in by_topic.items()],
@@ -190,27 +225,51 @@ class ReplicaFetcher:
         plog = part.log
         err = p.error_code
         if err == Errors.NONE:
+            diverging = getattr(p, "diverging_epoch", None)
+            if diverging is not None and diverging.epoch >= 0:       # FetchResponse.isDivergingEpoch
+                # no records come with it, and the watermarks wait for the next fetch (Kafka's
+                # processFetchRequest: they must not move before the truncation)
+                self._truncate_to_diverging(topic, st, diverging.epoch, diverging.end_offset)
+                return False
             appended = False
             if p.records:
                 try:
                     part.append_as_follower(p.records)
                     appended = True
                 except LogError as exc:
-                    log.warning("%s-%d: cannot append what leader %d sent: %s; truncating again", topic,
-                                part.index, self.leader_id, exc)
-                    st.truncating = True
+                    log.warning("%s-%d: cannot append what leader %d sent: %s", topic, part.index,
+                                self.leader_id, exc)
+                    self._delay(st)
                     return False
             part.update_follower_high_watermark(p.high_watermark, p.log_start_offset)
             return appended
         if err == Errors.OFFSET_OUT_OF_RANGE:
-            if 0 <= plog.log_end_offset < p.log_start_offset:
-                log.info("%s-%d: behind the leader's log start %d: restarting the log there", topic, part.index,
-                         p.log_start_offset)
-                plog.truncate_fully_and_start_at(p.log_start_offset)
-            else:
-                st.truncating = True
+            st.out_of_range = True
             return False
         if err not in _RETRY_ERRORS:
             log.warning("%s-%d: fetch from leader %d: %s", topic, part.index, self.leader_id, Errors(err).name)
         self._delay(st)
         return False
+
+
+def _latest_epoch(plog) -> int:
+    """The epoch of the last batch in the log, -1 with none (Kafka's latestEpoch)."""
+    latest = plog.leader_epoch_cache.latest_epoch
+    return -1 if latest is None else latest
+
+
+def diverging_truncation_offset(plog, epoch: int, end_offset: int) -> int:
+    """Where a follower's log ``plog`` is cut when the leader says its ``epoch`` (the largest at or
+    below the follower's last) ends at ``end_offset`` (Kafka's getOffsetTruncationState): at
+    the end of that epoch in both logs; where the follower never had that epoch, at the end of
+    its own largest epoch below it (another round follows); with no epoch of its own at or
+    below it, at the leader's end."""
+    leo = plog.log_end_offset
+    if end_offset == UNDEFINED_EPOCH_OFFSET:
+        return plog.high_watermark
+    own_epoch, own_end = plog.leader_epoch_cache.end_offset_for(epoch, leo)
+    if own_epoch == UNDEFINED_EPOCH or own_end == UNDEFINED_EPOCH_OFFSET:
+        return min(end_offset, leo)
+    if own_epoch != epoch:
+        return min(own_end, leo)
+    return min(own_end, end_offset, leo)
