@@ -120,7 +120,13 @@ def test_three_nodes_new_partitions_are_replicated_and_configs_reach_every_broke
     assert err is None and msg.offset() == 0
     # min.insync.replicas 3 with a follower down: acks=all is refused on every leader
     _alter(bootstrap, "t", "min.insync.replicas", "3")
-    assert _describe(bootstrap, "t", "min.insync.replicas").value == "3"
+    deadline = time.monotonic() + 30        # every broker applies the change on its own
+    while True:
+        seen = [_describe(address, "t", "min.insync.replicas").value for address in bootstrap.split(",")]
+        if seen == ["3"] * len(seen) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert seen == ["3", "3", "3"]
     leader = parts[3][0]
     victim = next(r for r in parts[3][1] if r != leader)
     target.kill(victim)
