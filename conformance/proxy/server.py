@@ -433,10 +433,24 @@ class ProxyServer:
             self._call_in_loop(lambda: self._mark_up(node))
 
     def _mark_up(self, node: ProxyNode) -> None:
-        if node.down and node.closed:
-            node.reopen()
-            node.down = False
-            self._event("node_up", node=node.node_id)
+        if not node.down:
+            return
+        if not node.closed:
+            # a refused connection marked it down a moment ago and the accept loop is still
+            # closing the port: open it again once it is closed, not never
+            self._nursery.start_soon(self._mark_up_once_closed, node)
+            return
+        node.reopen()
+        node.down = False
+        self._event("node_up", node=node.node_id)
+
+    async def _mark_up_once_closed(self, node: ProxyNode) -> None:
+        for _ in range(500):                     # bounded: 5 s
+            if node.closed or not node.down or self._stopped:
+                break
+            await trio.sleep(0.01)
+        if node.closed and not self._stopped:
+            self._mark_up(node)
 
     async def _until_back(self, node: ProxyNode) -> None:
         """Wait until the node accepts a connection again, then listen on its port again (unless

@@ -54,3 +54,23 @@ def test_a_refused_upstream_is_in_the_case_events_and_earlier_cases_are_not(tmp_
     assert len(refused) == 1 and refused[0]["node"] == 1 and refused[0]["conn"] == 2
     assert "connect" in refused[0]["reason"]
     assert all(e["t"] >= 0 for e in events)
+
+
+def test_node_up_while_the_port_is_still_closing_opens_it_again() -> None:
+    """A refusal marks the node down and its accept loop closes the port; the runner's node_up
+    may come before the port is closed (a node restarted at once): the port opens again once
+    it is closed (server._mark_up), where it used to stay closed for good."""
+    front = ProxyFront()
+    try:
+        bootstrap = front.attach(("127.0.0.1", closed_port()))
+        server = front.server
+        node = server.nodes[1]
+        server._call_in_loop(lambda: (server._mark_down(node), server._mark_up(node)))   # one loop step
+        deadline = time.monotonic() + 10
+        while (node.down or node.closed) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not node.down and not node.closed
+        host, port = bootstrap.split(",")[0].rsplit(":", 1)
+        socket.create_connection((host, int(port)), timeout=5).close()      # the port accepts
+    finally:
+        front.stop()
