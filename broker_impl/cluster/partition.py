@@ -25,16 +25,20 @@ log's high watermark at the log end offset and never waits: exactly the single-n
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Callable
 
 import trio
 
+from ..log import records as rec
+from ..log.errors import UnexpectedAppendOffsetError
 from ..log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from ..protocol.errors import Errors, KafkaError
 from .metadata_image import NO_LEADER, PartitionRegistration
 
 UNKNOWN_OFFSET = -1
+_log = logging.getLogger("kconform.broker.replicas")
 
 
 def now_ms() -> int:
@@ -428,8 +432,24 @@ class Partition:
 
     # ================================================================== the follower's data path
     def append_as_follower(self, records):
-        info = self.log.append_as_follower(records)
-        return info
+        """Append the leader's batches; an empty log whose start falls inside the first batch
+        (the leader's DeleteRecords offset was not at a batch boundary, and this replica restarted
+        its log there) starts again at that batch's base offset and takes it whole, as Kafka's
+        Partition.appendRecordsToFollowerOrFutureReplica does on UnexpectedAppendOffsetException;
+        the leader's log start, taken from the fetch response, then moves its start back up."""
+        log = self.log
+        try:
+            return log.append_as_follower(records)
+        except UnexpectedAppendOffsetError:
+            headers = rec.iter_batch_headers(records, verify_crc=False)
+            leo = log.log_end_offset
+            if not headers or leo != log.log_start_offset or not headers[0].base_offset < leo <= headers[0].last_offset:
+                raise
+            _log.info("%s-%d: the first batch fetched (%d-%d) holds this empty log's start %d: starting the log "
+                      "at %d", self.topic, self.index, headers[0].base_offset, headers[0].last_offset, leo,
+                      headers[0].base_offset)
+            log.truncate_fully_and_start_at(headers[0].base_offset)
+            return log.append_as_follower(records)
 
     def update_follower_high_watermark(self, leader_hw: int, leader_log_start: int = -1) -> None:
         """The high watermark and log start offset a leader's fetch response gave (Kafka's
