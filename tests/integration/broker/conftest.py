@@ -9,14 +9,15 @@ from conformance.targets import EmbeddedTarget, Topology
 
 @pytest.fixture
 def start(tmp_path):
-    """``start(nodes, topics) -> (target, bootstrap)``: an embedded target (1 node or a cluster)
-    with those topics, stopped after the test."""
+    """``start(nodes, topics, **topology) -> (target, bootstrap)``: an embedded target (1 node or
+    a cluster; more Topology fields by name) with those topics, stopped after the test."""
     started = []
 
-    def _start(nodes, topics):
+    def _start(nodes, topics, **topology):
         target = EmbeddedTarget()
         started.append(target)
-        return target, target.start(Topology(nodes=nodes, topics=topics), {}, tmp_path / f"t{len(started)}")
+        return target, target.start(Topology(nodes=nodes, topics=topics, **topology), {},
+                                    tmp_path / f"t{len(started)}")
 
     try:
         yield _start
