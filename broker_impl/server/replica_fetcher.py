@@ -142,25 +142,29 @@ class ReplicaFetcher:
         replica) below this replica's truncates it there; else a leader's log start above this
         replica's end restarts its log there; else fetching resumes where it was."""
         ends = await self._list_offsets(states, LATEST_TIMESTAMP)
-        starts = None
+        behind = {}
         for tp, st in states.items():
             if self.partitions.get(tp) is not st or tp not in ends:
                 continue
             plog = st.partition.log
-            leo = plog.log_end_offset
-            if ends[tp] < leo:
+            if ends[tp] < plog.log_end_offset:
                 log.warning("%s-%d: leader %d's log ends at %d, below this replica's %d: truncating there",
-                            tp[0], tp[1], self.leader_id, ends[tp], leo)
+                            tp[0], tp[1], self.leader_id, ends[tp], plog.log_end_offset)
                 plog.truncate_to(ends[tp])
+                st.out_of_range = False
             else:
-                if starts is None:
-                    starts = await self._list_offsets(states, EARLIEST_TIMESTAMP)
-                if tp not in starts or self.partitions.get(tp) is not st:
-                    continue
-                if starts[tp] > leo:
-                    log.info("%s-%d: behind the leader's log start %d: restarting the log there", tp[0], tp[1],
-                             starts[tp])
-                    plog.truncate_fully_and_start_at(starts[tp])
+                behind[tp] = st
+        if not behind:
+            return
+        starts = await self._list_offsets(behind, EARLIEST_TIMESTAMP)
+        for tp, st in behind.items():
+            if self.partitions.get(tp) is not st or tp not in starts:
+                continue
+            plog = st.partition.log
+            if starts[tp] > plog.log_end_offset:
+                log.info("%s-%d: behind the leader's log start %d: restarting the log there", tp[0], tp[1],
+                         starts[tp])
+                plog.truncate_fully_and_start_at(starts[tp])
             st.out_of_range = False
 
     async def _list_offsets(self, states: dict[tuple[str, int], FetchState], timestamp: int) -> dict:
