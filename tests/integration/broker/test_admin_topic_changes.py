@@ -31,21 +31,27 @@ def _grow(bootstrap, topic, count, validate_only=False):
     return fut[topic].result(30)
 
 
-def _partitions(bootstrap, topic, want, timeout=30.0):
-    """{partition: (leader, replicas, isr)} once Metadata lists ``want`` partitions, all led, on
-    every broker of ``bootstrap``: each broker applies the controller's change on its own (Kafka's
-    brokers too), so a client bootstrapping from a broker not asked yet may still see the old count."""
+def _on_every_broker(bootstrap, read, agreed, timeout=30.0):
+    """``read(address)`` of every broker of ``bootstrap``, once ``agreed(answers)`` (or at the
+    deadline): each broker applies the controller's change on its own (Kafka's brokers too), so a
+    client bootstrapping from a broker not asked yet may still see the old state."""
     deadline = time.monotonic() + timeout
     while True:
-        seen = []
-        for address in bootstrap.split(","):
-            md = _admin(address).list_topics(topic, timeout=10).topics[topic]
-            seen.append({p.id: (p.leader, sorted(p.replicas), sorted(p.isrs)) for p in md.partitions.values()})
-        parts = seen[0]
-        agreed = all(len(s) == want and all(v[0] >= 0 for v in s.values()) for s in seen)
-        if agreed or time.monotonic() > deadline:
-            return parts
+        seen = [read(address) for address in bootstrap.split(",")]
+        if agreed(seen) or time.monotonic() > deadline:
+            return seen
         time.sleep(0.2)
+
+
+def _partitions(bootstrap, topic, want, timeout=30.0):
+    """{partition: (leader, replicas, isr)} once every broker's Metadata lists ``want`` partitions,
+    all led."""
+    def read(address):
+        md = _admin(address).list_topics(topic, timeout=10).topics[topic]
+        return {p.id: (p.leader, sorted(p.replicas), sorted(p.isrs)) for p in md.partitions.values()}
+
+    return _on_every_broker(bootstrap, read, lambda seen: all(
+        len(s) == want and all(v[0] >= 0 for v in s.values()) for s in seen), timeout)[0]
 
 
 def _produce(bootstrap, topic, partition, value, **conf):
@@ -120,12 +126,8 @@ def test_three_nodes_new_partitions_are_replicated_and_configs_reach_every_broke
     assert err is None and msg.offset() == 0
     # min.insync.replicas 3 with a follower down: acks=all is refused on every leader
     _alter(bootstrap, "t", "min.insync.replicas", "3")
-    deadline = time.monotonic() + 30        # every broker applies the change on its own
-    while True:
-        seen = [_describe(address, "t", "min.insync.replicas").value for address in bootstrap.split(",")]
-        if seen == ["3"] * len(seen) or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
+    seen = _on_every_broker(bootstrap, lambda address: _describe(address, "t", "min.insync.replicas").value,
+                            lambda seen: seen == ["3"] * len(seen))
     assert seen == ["3", "3", "3"]
     leader = parts[3][0]
     victim = next(r for r in parts[3][1] if r != leader)
