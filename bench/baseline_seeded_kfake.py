@@ -56,7 +56,8 @@ def build_seeded() -> Path:
                                          check=True, capture_output=True, text=True, cwd=SOURCE).stdout)
         module = out / "kfake"
         shutil.copytree(info["Dir"], module)
-        for p in module.rglob("*"):
+        # The module cache's copy is read-only; the patch, and a later rebuild's cleanup, write.
+        for p in [module, *module.rglob("*")]:
             p.chmod(0o755 if p.is_dir() else 0o644)
         target = module / SEED[0]
         text = target.read_text()
