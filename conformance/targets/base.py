@@ -276,7 +276,12 @@ class Target(abc.ABC):
             self._launch(topology, dict(broker_configs), self.workdir)
             phase("launch")
             self.bootstrap = ",".join(f"{h}:{p}" for h, p in self.addresses.values())
-            self.wait_brokers(topology.nodes)
+            try:
+                self.wait_brokers(topology.nodes)
+            except TimeoutError as exc:
+                # Started, but the nodes did not register in time: a start failure (the runner
+                # tries a start once more), with what the nodes logged, not a bare timeout.
+                raise TargetStartError(f"{exc}\n{self.last_words(15)}") from None
             phase("brokers")
             self._discover_capabilities()
             self.create_topics(topology.topics)
