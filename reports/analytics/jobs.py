@@ -109,10 +109,13 @@ def per_run(rows: DataFrame) -> DataFrame:
 
 def _release():
     """The Kafka release an apache-kafka row ran: the target's `@VERSION`, else the version the
-    run recorded (the default target); null for every other target."""
+    run recorded (the default target); null for every other target, and for a row whose version
+    is not known -- a target that never started records "unknown", which names no release and
+    has no numbers to order by (casting them failed the whole analysis)."""
     at = F.regexp_extract("target", r"^apache-kafka@(.+)$", 1)
+    version = F.col("target_version")
     return (F.when(at != "", at)
-            .when(F.col("target") == "apache-kafka", F.col("target_version")))
+            .when((F.col("target") == "apache-kafka") & version.rlike(r"^[0-9]"), version))
 
 
 def _release_order():

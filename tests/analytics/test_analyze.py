@@ -203,6 +203,23 @@ def test_release_changes_find_where_kafka_broke_and_fixed_a_case(spark, tmp_path
     assert spark.read.parquet(str(out / "release_changes.parquet")).count() == 3
 
 
+def test_a_kafka_row_whose_target_never_started_names_no_release(spark, tmp_path):
+    """A row on the default apache-kafka target whose cluster never came up records its version as
+    "unknown" (an error row): it is no release, and the analysis of the runs goes on (measured: it
+    failed casting "" to a release number, so `kconform analyze` failed on a real run)."""
+    root = tmp_path / "results"
+    cases, clients = CASES[:2], CLIENTS[:1]
+    for i, version in enumerate(("4.3.1", "unknown", "4.2.0")):
+        rid, t = run_id_for(i)
+        write_run(root, rid, t, artifacts=False, seed=i, cases=cases, targets=[("apache-kafka", version)],
+                  clients=clients, verdict_overrides={(cases[0][0], "apache-kafka", clients[0]): "error"} if i == 1 else None)
+    out = tmp_path / "analytics"
+    analyze(root, out, spark=spark)
+    releases = {c["from_release"] for c in _csv(out / "release_changes.csv")} | \
+        {c["to_release"] for c in _csv(out / "release_changes.csv")}
+    assert "unknown" not in releases and "" not in releases
+
+
 def test_a_consumer_protocol_run_keeps_cells_of_its_own(spark, tmp_path):
     """A `--group-protocol consumer` run of the same cases neither replaces the classic cells nor
     counts as their flips: its rows are cells of their own, named as the compatibility page's
