@@ -186,6 +186,13 @@ class PartitionLog:
     def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
         return self.producer_state.has_ongoing_transaction(producer_id, producer_epoch)
 
+    def start_transaction_verification(self, producer_id: int, sequence: int, producer_epoch: int,
+                                       supports_epoch_bump: bool) -> None:
+        """UnifiedLog.maybeStartTransactionVerification for a batch that is its producer's first
+        in the transaction here: the verification entry whose lowest sequence the append checks."""
+        self.producer_state.maybe_create_verification_state_entry(producer_id, sequence, producer_epoch,
+                                                                  supports_epoch_bump, _now_ms())
+
     @property
     def last_stable_offset(self) -> int:
         """LSO: first offset of the oldest open transaction, else the high watermark."""

@@ -9,7 +9,12 @@ What it decides, exactly as current Kafka does:
 - epoch older than the producer's -> INVALID_PRODUCER_EPOCH (47);
 - a new epoch must start at sequence 0, else OUT_OF_ORDER_SEQUENCE_NUMBER (45);
 - same epoch: the first sequence must follow the last one (wrapping at Int32 max), else 45;
-- unknown producer id: any sequence is accepted (KIP-360, Kafka >= 2.5: no UNKNOWN_PRODUCER_ID);
+- unknown producer id: any sequence is accepted (KIP-360, Kafka >= 2.5: no UNKNOWN_PRODUCER_ID),
+  except the first batch of a transaction that was verified with the coordinator (KIP-890,
+  VerificationStateEntry): a TV2 producer the partition has no state of must start at sequence
+  0, and no verified batch may be above the lowest sequence seen while verifying -- else 45, so
+  that a later batch cannot overtake an earlier one refused with a retriable error (the earlier
+  one would then be out of order until the transaction times out);
 - a non-transactional batch while the producer has an open transaction -> INVALID_TXN_STATE;
 - a COMMIT/ABORT marker with an older coordinator epoch -> TRANSACTION_COORDINATOR_FENCED (52),
   with an older producer epoch -> INVALID_PRODUCER_EPOCH (TV2: the marker epoch must be
@@ -183,14 +188,42 @@ class ProducerStateEntry:
                 f"batches={list(self.batch_metadata)})")
 
 
+class VerificationStateEntry:
+    """Kafka's VerificationStateEntry: a producer's transactional batch is being verified with its
+    coordinator (KIP-890) on this partition. Kept from the first verification until a batch of the
+    transaction (or a marker) is appended; its lowest sequence blocks a higher one from being
+    written first -- the batches of one transaction sent together are verified together, and one
+    refused with a retriable error (CONCURRENT_TRANSACTIONS) must not be overtaken by the next."""
+
+    __slots__ = ("timestamp", "lowest_sequence", "epoch", "supports_epoch_bump")
+
+    def __init__(self, timestamp: int, sequence: int, epoch: int, supports_epoch_bump: bool):
+        self.timestamp = timestamp
+        self.lowest_sequence = sequence
+        self.epoch = epoch
+        self.supports_epoch_bump = supports_epoch_bump
+
+    def maybe_update_lowest_sequence_and_epoch(self, sequence: int, epoch: int) -> None:
+        """A lower sequence of the same epoch lowers the bar; a newer epoch (the sequences start
+        again) replaces it."""
+        if epoch == self.epoch and sequence < self.lowest_sequence:
+            self.lowest_sequence = sequence
+        if epoch > self.epoch:
+            self.epoch, self.lowest_sequence = epoch, sequence
+
+
 class ProducerAppendInfo:
     """Validates one producer's batches against its state before they are written and
     accumulates the new state; nothing changes until ProducerStateManager.update()."""
 
-    def __init__(self, producer_id: int, current_entry: ProducerStateEntry, origin: AppendOrigin):
+    def __init__(self, producer_id: int, current_entry: ProducerStateEntry, origin: AppendOrigin,
+                 verification: VerificationStateEntry | None = None):
         self.producer_id = producer_id
         self.current_entry = current_entry
         self.origin = origin
+        #: the producer's verification on this partition when the append began (kept even once the
+        #: manager dropped it after this append's first transactional batch, as Kafka's is)
+        self.verification = verification
         self.updated_entry = current_entry.copy_without_batches()
         self.started_transactions: list[TxnMetadata] = []
 
@@ -214,6 +247,15 @@ class ProducerAppendInfo:
             f"which is {cmp} the last seen epoch {current}")
 
     def _check_sequence(self, producer_epoch: int, first_seq: int, offset: int) -> None:
+        ver = self.verification
+        if ver is not None and ver.supports_epoch_bump and first_seq != 0 and self.current_entry.is_empty:
+            raise OutOfOrderSequenceError(
+                f"Producer {self.producer_id} at offset {offset}: sequence {first_seq} where a "
+                "transactions-v2 producer this partition has no state of must start at 0")
+        if ver is not None and first_seq > ver.lowest_sequence:
+            raise OutOfOrderSequenceError(
+                f"Producer {self.producer_id} at offset {offset}: sequence {first_seq} is above "
+                f"{ver.lowest_sequence}, the lowest sequence seen while its transaction was verified")
         updated = self.updated_entry
         if producer_epoch != updated.producer_epoch:
             if first_seq != 0 and updated.producer_epoch != rec.NO_PRODUCER_EPOCH:
@@ -284,6 +326,8 @@ class ProducerStateManager:
         # Ongoing transactions keyed by first offset, kept in offset order (Kafka's TreeMap):
         # the first one bounds the LSO. See update() for why insertion order is not enough.
         self.ongoing_txns: dict[int, TxnMetadata] = {}
+        #: producer id -> its transaction's verification in progress (KIP-890)
+        self.verification_states: dict[int, VerificationStateEntry] = {}
         self.last_map_offset = 0
         self.last_snap_offset = 0
 
@@ -314,10 +358,25 @@ class ProducerStateManager:
                 return txn.first_offset
         return completed.last_offset + 1
 
+    # ------------------------------------------------------------------ verification
+    def maybe_create_verification_state_entry(self, producer_id: int, sequence: int, epoch: int,
+                                              supports_epoch_bump: bool, now_ms: int) -> VerificationStateEntry:
+        """The producer's verification entry, made when its first transactional batch on this
+        partition goes to the coordinator and updated by every later one until an append."""
+        entry = self.verification_states.get(producer_id)
+        if entry is None:
+            entry = self.verification_states[producer_id] = VerificationStateEntry(
+                now_ms, sequence, epoch, supports_epoch_bump)
+        entry.maybe_update_lowest_sequence_and_epoch(sequence, epoch)
+        return entry
+
+    def verification_state_entry(self, producer_id: int) -> VerificationStateEntry | None:
+        return self.verification_states.get(producer_id)
+
     # ------------------------------------------------------------------ updates
     def prepare_update(self, producer_id: int, origin: AppendOrigin) -> ProducerAppendInfo:
         current = self.producers.get(producer_id) or ProducerStateEntry(producer_id)
-        return ProducerAppendInfo(producer_id, current, origin)
+        return ProducerAppendInfo(producer_id, current, origin, self.verification_states.get(producer_id))
 
     def update_producers(self, producers: dict[int, ProducerAppendInfo], h: rec.BatchHeader, batch,
                          origin: AppendOrigin, first_offset: int, last_offset: int, timestamp: int,
@@ -330,14 +389,23 @@ class ProducerStateManager:
         info = producers.get(h.producer_id)
         if info is None:
             info = producers[h.producer_id] = self.prepare_update(h.producer_id, origin)
+        completed = None
         if h.is_control:
             marker = rec.read_end_txn_marker(batch)
             if marker is None:
                 return None
-            return info.append_end_txn_marker(marker, h.producer_epoch, first_offset, timestamp, transaction_version)
-        info.append_data_batch(h.producer_epoch, h.base_sequence, h.last_sequence, timestamp, first_offset,
-                               last_offset, h.is_transactional)
-        return None
+            completed = info.append_end_txn_marker(marker, h.producer_epoch, first_offset, timestamp,
+                                                   transaction_version)
+        else:
+            info.append_data_batch(h.producer_epoch, h.base_sequence, h.last_sequence, timestamp, first_offset,
+                                   last_offset, h.is_transactional)
+        if h.is_transactional:
+            # the transaction has a first offset now, or ended: its verification is over -- except
+            # a TV2 marker of the epoch being verified, which ended the transaction before it
+            ver = self.verification_states.get(h.producer_id)
+            if not (ver is not None and ver.supports_epoch_bump and h.is_control and h.producer_epoch == ver.epoch):
+                self.verification_states.pop(h.producer_id, None)
+        return completed
 
     def update(self, info: ProducerAppendInfo) -> None:
         current = self.producers.get(info.producer_id)
@@ -372,6 +440,10 @@ class ProducerStateManager:
         expired = [pid for pid, e in self.producers.items() if self._is_expired(now_ms, e)]
         for pid in expired:
             del self.producers[pid]
+        # verifications that never led to an append (the producer gave up) go the same way
+        for pid in [pid for pid, v in self.verification_states.items()
+                    if now_ms - v.timestamp >= self.producer_id_expiration_ms]:
+            del self.verification_states[pid]
         return expired
 
     def _is_expired(self, now_ms: int, e: ProducerStateEntry) -> bool:

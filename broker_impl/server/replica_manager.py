@@ -317,8 +317,9 @@ class ReplicaManager:
     async def _verify_transactions(self, entries: dict[Partition, Any],
                                    verification: TxnVerification) -> dict[Partition, PartitionResponse]:
         """handleProduceAppend's verification: the partitions whose transactional batch is its
-        producer's first in the transaction (no ongoing transaction of that epoch in the log) are
-        verified with the coordinator first, in one AddPartitionsToTxn per producer id and epoch
+        producer's first in the transaction (no ongoing transaction of that epoch in the log) start
+        their verification entry (the lowest sequence the append will accept) and are verified
+        with the coordinator first, in one AddPartitionsToTxn per producer id and epoch
         (AddPartitionsToTxnManager.verifyTransaction); the partitions refused, answered as
         postVerificationCallback answers them. A partition not led here is left to the append,
         which refuses it."""
@@ -331,6 +332,8 @@ class ReplicaManager:
             h = rec.transactional_batch_header(records)
             if h is None or not part.is_leader or part.log.has_ongoing_transaction(h.producer_id, h.producer_epoch):
                 continue
+            part.log.start_transaction_verification(h.producer_id, h.base_sequence, h.producer_epoch,
+                                                    operation.supports_epoch_bump)
             to_verify.setdefault((h.producer_id, h.producer_epoch), {})[(part.topic, part.index)] = part
         refused = {}
         for (producer_id, producer_epoch), parts in to_verify.items():

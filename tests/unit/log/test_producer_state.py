@@ -280,3 +280,61 @@ def test_producer_expiry(open_log):
     assert log.remove_expired_producers(now_ms=NOW + 1001) == [PID]  # open txn keeps PID+1
     assert log.append(idem(40), now_ms=NOW).first_offset == 4  # forgotten: any seq accepted
     assert {p["producer_id"] for p in log.describe_producers()} == {PID, PID + 1}
+
+
+# --------------------------------------------------------------- KIP-890 verification entries
+def test_verified_tv2_batch_of_a_producer_new_here_must_start_at_zero(open_log):
+    """Kafka 4.3.1 ProducerAppendInfo.checkSequence: a transactions-v2 producer with no state on
+    the partition cannot write sequence 1 first -- its sequence 0 was refused with a retriable
+    error and would never fit after it (seen live: Kafka Streams' smoke test, embedded only)."""
+    log = open_log()
+    log.start_transaction_verification(PID, 0, 0, True)   # seq 0: the coordinator said CONCURRENT_TRANSACTIONS
+    log.start_transaction_verification(PID, 2, 0, True)   # seq 2, sent behind it, verified
+    with pytest.raises(OutOfOrderSequenceError) as ei:
+        log.append(idem(2, txn=True), now_ms=NOW)
+    assert ei.value.error == 45 and log.log_end_offset == 0
+    assert log.append(idem(0, txn=True), now_ms=NOW).first_offset == 0
+    assert log.producer_state.verification_state_entry(PID) is None  # the transaction has begun
+    assert log.append(idem(2, txn=True), now_ms=NOW).first_offset == 2
+
+
+def test_verified_batch_above_the_lowest_sequence_seen_is_out_of_order(open_log):
+    """The lowest sequence seen while verifying bars higher ones (any transaction version); a newer
+    epoch starts the bar again."""
+    log = open_log()
+    log.append(idem(0, txn=True), now_ms=NOW)
+    append_marker(log, True, producer_id=PID, producer_epoch=0, coordinator_epoch=0, now_ms=NOW)
+    log.start_transaction_verification(PID, 4, 0, False)
+    log.start_transaction_verification(PID, 2, 0, False)   # a lower one lowers the bar
+    log.start_transaction_verification(PID, 6, 0, False)   # a higher one does not raise it
+    assert log.producer_state.verification_state_entry(PID).lowest_sequence == 2
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append(idem(4, txn=True), now_ms=NOW)
+    assert log.append(idem(2, txn=True), now_ms=NOW).first_offset == 3
+    assert log.append(idem(4, txn=True), now_ms=NOW).first_offset == 5
+    log.start_transaction_verification(PID, 9, 0, False)
+    log.start_transaction_verification(PID, 0, 1, False)   # a new epoch: its sequences start again
+    assert log.producer_state.verification_state_entry(PID).lowest_sequence == 0
+
+
+def test_tv2_marker_of_the_verified_epoch_keeps_the_verification(open_log):
+    """A TV2 marker carries the epoch the next transaction is verified at: it ended the previous
+    transaction and leaves the new verification in place; any other marker ends it."""
+    log = open_log()
+    log.append(idem(0, txn=True), now_ms=NOW)
+    log.start_transaction_verification(PID, 0, 1, True)
+    append_marker(log, True, producer_id=PID, producer_epoch=1, coordinator_epoch=0, transaction_version=2,
+                  now_ms=NOW)
+    assert log.producer_state.verification_state_entry(PID) is not None
+    append_marker(log, False, producer_id=PID, producer_epoch=2, coordinator_epoch=0, transaction_version=2,
+                  now_ms=NOW)
+    assert log.producer_state.verification_state_entry(PID) is None
+
+
+def test_verification_entries_expire_with_producer_id_expiration(open_log):
+    log = open_log({"producer.id.expiration.ms": 1000})
+    log.producer_state.maybe_create_verification_state_entry(PID, 0, 0, True, NOW)
+    log.remove_expired_producers(now_ms=NOW + 999)
+    assert log.producer_state.verification_state_entry(PID) is not None
+    log.remove_expired_producers(now_ms=NOW + 1000)
+    assert log.producer_state.verification_state_entry(PID) is None
