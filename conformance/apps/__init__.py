@@ -9,9 +9,25 @@ they landed, the error codes per API that crossed the wire.
 - transactions.py: Kafka's tests/kafkatest/tests/core/transactions_test.py -- VerifiableProducer,
   one TransactionalMessageCopier per input partition, read_committed ConsoleConsumers -- under
   clean and hard bounces of brokers or of the copiers.
-- tools.py: a Java tool of org.apache.kafka:kafka-tools as a process whose stdout is kept.
+- streams_smoke.py: Kafka Streams' tests/kafkatest/tests/streams/streams_smoke_test.py --
+  StreamsSmokeTest's driver and three processors of its topology, the first two killed or
+  stopped while the driver's data flows.
+- base.py: ApplicationRun, what every one of them is to its row.
+- tools.py: a Java program (kafka-tools, or a test program by its class) as a process whose
+  stdout is kept; the error codes an application row counts.
 
 The names of the applications and the client their rows carry live with the case model
 (dsl/model.APPLICATIONS, APPLICATION_CLIENT), which the loader and the runner read without
-importing the applications themselves.
+importing the applications themselves; `run_class` is how the runner finds the one a case names.
 """
+from __future__ import annotations
+
+from .streams_smoke import StreamsSmokeRun
+from .transactions import TransactionsTestRun
+
+RUNS = {"transactions_test": TransactionsTestRun, "streams_smoke": StreamsSmokeRun}
+
+
+def run_class(kind: str):
+    """The class whose run() plays an application of `kind` (dsl/model.APPLICATIONS)."""
+    return RUNS[kind]

@@ -1,5 +1,5 @@
 """Kafka's Java tools (org.apache.kafka:kafka-tools, conformance/targets/maven.resolve_kafka_tools)
-as processes: stdout lines kept (the tools print one JSON object or one record value a line),
+and test programs (Kafka Streams' StreamsSmokeTest, maven.resolve_streams_tests) as processes: stdout lines kept (the tools print one JSON object or one record value a line),
 stderr (WARN and up) to a file beside the row's artifacts."""
 from __future__ import annotations
 
@@ -8,10 +8,14 @@ import re
 import signal
 import subprocess
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
 from broker_impl.codec import error_name
+
+from ..history import profile as wire_profile
+from ..proxy.transcript import decode_line
 
 TOOLS = "org.apache.kafka.tools."
 LOG4J2 = """<?xml version="1.0" encoding="UTF-8"?>
@@ -25,7 +29,8 @@ LOG4J2 = """<?xml version="1.0" encoding="UTF-8"?>
 class Tool:
     """One tool process. `lines`: every stdout line (stripped), in order; `status`: the last one
     that parsed as a JSON object. A tool started again under the same name appends to the same
-    files (a bounced copier's output stays one story)."""
+    files (a bounced copier's output stays one story). `main`: a class of kafka-tools by its
+    short name (`VerifiableProducer`, `consumer.ConsoleConsumer`) or any class by its full name."""
 
     def __init__(self, classpath: str, main: str, args: list[str], workdir: Path, name: str,
                  keep_lines: bool = True, on_line=None):
@@ -40,8 +45,9 @@ class Tool:
         self.lines: list[str] = []
         self.count = 0
         self.status: dict = {}
+        main = main if main.startswith("org.") else TOOLS + main
         self.proc = subprocess.Popen(
-            ["java", "-Xmx256m", f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath, TOOLS + main, *args],
+            ["java", "-Xmx256m", f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath, main, *args],
             stdout=subprocess.PIPE, stderr=open(self.stderr_path, "ab"), text=True, start_new_session=True)
         self._out = open(self.stdout_path, "a")
         self._reader = threading.Thread(target=self._read, name=f"tool-{name}", daemon=True)
@@ -64,6 +70,20 @@ class Tool:
                     if self.on_line is not None:
                         self.on_line(self, obj)
         self._out.flush()
+
+    def wait_for(self, needle: str, timeout: float, since: int = 0) -> int | None:
+        """The index of the first stdout line from `since` on that holds `needle`, waiting for it
+        at most `timeout` seconds (None: not printed, or the process ended without it)."""
+        end = time.monotonic() + timeout
+        i = since
+        while True:
+            while i < len(self.lines):
+                if needle in self.lines[i]:
+                    return i
+                i += 1
+            if not self.running() and not self._reader.is_alive() or time.monotonic() >= end:
+                return None
+            time.sleep(0.1)
 
     def running(self) -> bool:
         return self.proc.poll() is None
@@ -105,3 +125,15 @@ def count_client_log(paths: list[Path]) -> dict[str, int]:
                 if " WARN " in line or " ERROR " in line:
                     c.update(set(_WORD.findall(line)) & names)
     return dict(sorted(c.items()))
+
+
+def wire_summary(lines: list[dict] | None, stderr_paths: list[Path]) -> dict:
+    """An application row's error codes: per API, those that crossed the proxy
+    (history/profile.py), and the error names the programs' own logs gave (count_client_log).
+    Answers whose frame the transcript did not keep (its memory budget, proxy/transcript.py)
+    were not counted: said, so that a count is never silently partial."""
+    errors = wire_profile.wire_errors(lines or [], decode_line)
+    prof = wire_profile.profile(errors)
+    dropped = sum(1 for x in lines or [] if x.get("dir") == "b2c" and x.get("data_dropped"))
+    return {"wire_errors": prof.get("client", {}), "broker_wire_errors": prof.get("broker", {}),
+            "responses_not_counted": dropped, "client_log": count_client_log(stderr_paths)}

@@ -34,23 +34,15 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Iterable
 
 from conformance.targets import Target
 from conformance.targets.maven import DEFAULT_KAFKA_VERSION, resolve_kafka_tools
 
 from ..dsl.model import Case
-from ..history import profile as wire_profile
-from ..proxy.transcript import decode_line
 from ..results import Check
-from .tools import Tool, count_client_log
-
-
-class Namespace(Protocol):
-    """What an application needs of the row's namespace (runner/namespace.Namespace, which
-    this module does not import: the runner imports it): the row's unique name of a case name."""
-
-    name: Callable[[str], str]
+from .base import ApplicationRun, Namespace
+from .tools import Tool, wire_summary
 
 
 INPUT, OUTPUT = "input-topic", "output-topic"
@@ -164,29 +156,18 @@ class Copier:
                 "last": self.tool.status if self.tool else None}
 
 
-class TransactionsTestRun:
+class TransactionsTestRun(ApplicationRun):
     """The row's play for `application: {kind: transactions_test}` (module doc); the same place in
-    a row as CaseRun and WorkloadRun (runner/row.py)."""
+    a row as CaseRun and WorkloadRun (runner/row.py). Its topics and groups carry the row's
+    namespace: the instance may serve later rows."""
+
+    program = "kafka-tools"
 
     def __init__(self, case: Case, target: Target, bootstrap: str, ns: Namespace, artifacts: Path,
                  proxy=None) -> None:
-        self.case, self.target, self.bootstrap, self.ns, self.art, self.proxy = \
-            case, target, bootstrap, ns, artifacts, proxy
-        self.app = case.application
-        self.classpath = ""
-        self.t0 = time.monotonic()
-        self.tools: list[Tool] = []
+        super().__init__(case, target, bootstrap, ns, artifacts, proxy)
         self.copiers: list[Copier] = []
         self.bounces: list[dict] = []
-        self.fault_events: list[dict] = []
-        self.records: list[dict] = []   # steps.json: the phases, with their times
-        self.summary: dict[str, Any] = {}
-
-    def elapsed(self) -> float:
-        return round(time.monotonic() - self.t0, 2)
-
-    def _phase(self, name: str, **data) -> None:
-        self.records.append({"phase": name, "at_s": self.elapsed(), **data})
 
     def _tool(self, main: str, args: list[str], name: str) -> Tool:
         tool = Tool(self.classpath, main, args, self.art, name)
@@ -357,18 +338,8 @@ class TransactionsTestRun:
 
     # ----------------------------------------------------------------- the wire
     def wire(self, lines: list[dict] | None) -> dict:
-        """Error codes per API that crossed the proxy (history/profile.py), and what the tools'
-        own logs named."""
-        errors = wire_profile.wire_errors(lines or [], decode_line)
-        prof = wire_profile.profile(errors)
-        names = [p for c in self.copiers for p in [self.art / f"{c.name}.stderr"]] + [self.art / "seed.stderr"]
-        # answers whose frame the transcript did not keep (its memory budget, proxy/transcript.py)
-        # were not counted: said, so that a count is never silently partial
-        dropped = sum(1 for x in lines or [] if x.get("dir") == "b2c" and x.get("data_dropped"))
-        return {"wire_errors": prof.get("client", {}), "broker_wire_errors": prof.get("broker", {}),
-                "responses_not_counted": dropped, "client_log": count_client_log(names)}
+        """Error codes per API that crossed the proxy, and what the tools' own logs named."""
+        return wire_summary(lines, [self.art / f"{c.name}.stderr" for c in self.copiers] + [self.art / "seed.stderr"])
 
-    def close(self) -> None:
-        for tool in self.tools + [c.tool for c in self.copiers if c.tool is not None]:
-            if tool.running():
-                tool.signal(clean=False, timeout=10)
+    def live_tools(self) -> list[Tool]:
+        return self.tools + [c.tool for c in self.copiers if c.tool is not None]

@@ -774,10 +774,24 @@ APPLICATION_KEYS = {f.name for f in dataclasses.fields(m.ApplicationDef)}
 def _application(v: "_V", raw: Any, nodes: int) -> tuple[m.ApplicationDef, list[dict[str, Any]]]:
     """The `application:` section and the topics it needs (transactions_test.py's: input and
     output, replicated min(nodes, 3) times, min.insync.replicas 2 on 3+ nodes; with check_order one
-    partition each and a third of the messages)."""
+    partition each and a third of the messages). A streams_smoke run creates its own topics
+    (apps/streams_smoke.py): their names are fixed in Kafka's test program, not the row's."""
     raw = v.mapping(raw, "application", APPLICATION_KEYS, {"kind"})
     d = m.ApplicationDef(kind="")
     args: dict[str, Any] = {"kind": v.string(raw["kind"], "application.kind", m.APPLICATIONS)}
+    streams = args["kind"] == "streams_smoke"
+    for key in raw:
+        if key != "kind" and (key in m.STREAMS_SMOKE_KEYS) != streams:
+            v.fail(f"application.{key}", f"a key of {'transactions_test' if streams else 'streams_smoke'}, "
+                   f"not of {args['kind']}", raw[key])
+    if streams:
+        if "processing_guarantee" in raw:
+            args["processing_guarantee"] = v.string(raw["processing_guarantee"], "application.processing_guarantee",
+                                                    m.PROCESSING_GUARANTEES)
+        if "crash" in raw:
+            args["crash"] = v.boolean(raw["crash"], "application.crash")
+        # its topics have the fixed names SmokeTestDriver writes and reads: the run creates them
+        return m.ApplicationDef(**args), []
     for key in ("bounce_target", "failure_mode"):
         if key in raw:
             args[key] = v.string(raw[key], f"application.{key}",

@@ -420,19 +420,29 @@ BOUNCE_TARGETS = ("brokers", "clients", "none")
 FAILURE_MODES = ("clean_bounce", "hard_bounce")
 
 
+#: Kafka Streams' processing.guarantee values StreamsSmokeTest accepts.
+PROCESSING_GUARANTEES = ("exactly_once_v2", "at_least_once")
+
 #: The applications a case may run (conformance/apps/: one module each).
-APPLICATIONS = ("transactions_test",)
-#: An application row's client: the applications run Kafka's Java client, from kafka-tools.
+APPLICATIONS = ("transactions_test", "streams_smoke")
+#: An application row's client: the applications run Kafka's Java client (kafka-tools, Kafka Streams).
 APPLICATION_CLIENT = "java"
+#: The `application:` keys that belong to one kind only (the others' keys are an error there).
+STREAMS_SMOKE_KEYS = frozenset({"processing_guarantee", "crash"})
 
 
 @dataclass(frozen=True)
 class ApplicationDef:
     """The `application:` section: a real application instead of steps (conformance/apps,
     docs/applications.md). `kind` transactions_test: Kafka's transactions system test, one cell
-    of its matrix (bounce_target x failure_mode x use_group_metadata x check_order)."""
+    of its matrix (bounce_target x failure_mode x use_group_metadata x check_order); `kind`
+    streams_smoke: Kafka Streams' smoke system test, one cell (processing_guarantee x crash)."""
 
     kind: str
+    #: streams_smoke: the processors' processing.guarantee, and whether the first two are killed
+    #: (SIGKILL) rather than stopped (SIGTERM) while the driver's data flows.
+    processing_guarantee: str = "exactly_once_v2"
+    crash: bool = True
     bounce_target: str = "none"
     failure_mode: str = "hard_bounce"
     use_group_metadata: bool = True

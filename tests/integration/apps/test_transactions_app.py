@@ -4,7 +4,6 @@ ends and the error codes per API that crossed the proxy."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,6 @@ import yaml
 from conformance.dsl import parse_case
 from conformance.results import Verdict
 from conformance.runner import RowContext, TargetSlot, run_one
-from conformance.targets import TARGETS
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -26,15 +24,6 @@ application:
   bounce_rounds: 1
   messages: 3000
 """
-
-
-@pytest.fixture(autouse=True)
-def _need_embedded_and_java():
-    ok, why = TARGETS["embedded"].availability()
-    if not ok:
-        pytest.skip(why)
-    if shutil.which("java") is None:
-        pytest.skip("no java on PATH: kafka-tools cannot run")
 
 
 def test_a_copier_killed_mid_copy_still_copies_exactly_once(tmp_path: Path):

@@ -1,0 +1,57 @@
+"""What every application run (apps/transactions.py, apps/streams_smoke.py) is to its row
+(runner/row.play_application): made from the case, the target and the row's bootstrap,
+namespace, artifacts directory and proxy; `run()` returns the checks, `records` and
+`fault_events` are the row's steps and faults, `summary` its `application`, `wire()` the error
+codes that crossed the proxy, `close()` ends whatever program still runs."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from conformance.targets import Target
+
+from ..dsl.model import Case
+from .tools import Tool
+
+
+class Namespace(Protocol):
+    """What an application needs of the row's namespace (runner/namespace.Namespace, which
+    this package does not import: the runner imports it): the row's unique name of a case name."""
+
+    name: Callable[[str], str]
+
+
+class ApplicationRun:
+    #: Whether the run leaves names on the instance that a later row could meet (the program's
+    #: own, not the row's namespace): the row then never hands the instance on.
+    leaves_state = False
+    #: The artifact the program comes from, as the row's client_version names it (with the release).
+    program = ""
+
+    def __init__(self, case: Case, target: Target, bootstrap: str, ns: Namespace, artifacts: Path,
+                 proxy=None) -> None:
+        self.case, self.target, self.bootstrap, self.ns, self.art, self.proxy = \
+            case, target, bootstrap, ns, artifacts, proxy
+        self.app = case.application
+        self.classpath = ""
+        self.t0 = time.monotonic()
+        self.tools: list[Tool] = []
+        self.fault_events: list[dict] = []
+        self.records: list[dict] = []   # steps.json: the phases, with their times
+        self.summary: dict[str, Any] = {}
+
+    def elapsed(self) -> float:
+        return round(time.monotonic() - self.t0, 2)
+
+    def _phase(self, name: str, **data) -> None:
+        self.records.append({"phase": name, "at_s": self.elapsed(), **data})
+
+    def live_tools(self) -> list[Tool]:
+        """Every program the run started (close() kills those still running)."""
+        return list(self.tools)
+
+    def close(self) -> None:
+        for tool in self.live_tools():
+            if tool.running():
+                tool.signal(clean=False, timeout=10)
