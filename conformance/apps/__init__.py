@@ -12,6 +12,8 @@ they landed, the error codes per API that crossed the wire.
 - streams_smoke.py: Kafka Streams' tests/kafkatest/tests/streams/streams_smoke_test.py --
   StreamsSmokeTest's driver and three processors of its topology, the first two killed or
   stopped while the driver's data flows.
+- connect_eos.py: a Kafka Connect worker with exactly-once source support (KIP-618) running
+  Kafka's FileStreamSourceConnector, killed and started again while it copies.
 - base.py: ApplicationRun, what every one of them is to its row.
 - tools.py: a Java program (kafka-tools, or a test program by its class) as a process whose
   stdout is kept; the error codes an application row counts.
@@ -22,10 +24,12 @@ importing the applications themselves; `run_class` is how the runner finds the o
 """
 from __future__ import annotations
 
+from .connect_eos import ConnectEosRun
 from .streams_smoke import StreamsSmokeRun
 from .transactions import TransactionsTestRun
 
-RUNS = {"transactions_test": TransactionsTestRun, "streams_smoke": StreamsSmokeRun}
+RUNS = {"transactions_test": TransactionsTestRun, "streams_smoke": StreamsSmokeRun,
+        "connect_eos_source": ConnectEosRun}
 
 
 def run_class(kind: str):

@@ -12,7 +12,11 @@ from typing import Any, Callable, Protocol
 from conformance.targets import Target
 
 from ..dsl.model import Case
-from .tools import Tool
+from .tools import Tool, consumed_values
+
+#: After a read reached the expected count: how long it goes on, so that duplicates after the
+#: last expected value are read too.
+SETTLE_S = 2.0
 
 
 class Namespace(Protocol):
@@ -46,6 +50,31 @@ class ApplicationRun:
 
     def _phase(self, name: str, **data) -> None:
         self.records.append({"phase": name, "at_s": self.elapsed(), **data})
+
+    def tool(self, classpath: str, main: str, args: list[str], name: str) -> Tool:
+        """A program started for the run (ended by close() if still running)."""
+        tool = Tool(classpath, main, args, self.art, name)
+        self.tools.append(tool)
+        return tool
+
+    def reader(self, classpath: str, topic: str, group: str, timeout_s: float) -> Tool:
+        """Kafka's ConsoleConsumer (kafka-tools at `classpath`) reading `topic` from the beginning,
+        read_committed, in the group `group` (both in the row's namespace): one value a line."""
+        return self.tool(classpath, "consumer.ConsoleConsumer",
+                         ["--bootstrap-server", self.bootstrap, "--topic", self.ns.name(topic), "--from-beginning",
+                          "--isolation-level", "read_committed", "--group", self.ns.name(group),
+                          "--timeout-ms", str(int(timeout_s * 1000))], group)
+
+    def drain(self, tool: Tool, expected: int, timeout_s: float) -> tuple[list[int], int]:
+        """ducktape's drain_consumer: wait until the read reached `expected` (at most `timeout_s`),
+        read on SETTLE_S more, stop; the integer values read and how many lines were not one."""
+        end = time.monotonic() + timeout_s
+        while tool.count < expected and tool.running() and time.monotonic() < end:
+            time.sleep(0.2)
+        if tool.running():
+            time.sleep(SETTLE_S)
+        tool.stop()
+        return consumed_values(tool.lines)
 
     def live_tools(self) -> list[Tool]:
         """Every program the run started (close() kills those still running)."""

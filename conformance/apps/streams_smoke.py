@@ -20,12 +20,15 @@ What the test does, and what this module does the same way:
   is accepted too: duplicates are what at-least-once allows).
 
 Each processor has a state directory of its own (ducktape runs each on its own host), so a
-killed processor's successor restores its stores from the changelogs, as a new host would.
+killed processor's successor restores its stores from the changelogs, as a new host would; the
+directories are temporary (RocksDB stores, ~200 MB each) and not kept with the row.
 The topic names and the application id are fixed in the program: the row's namespace does not
 apply, and the instance is never reused by a later row.
 """
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -97,9 +100,15 @@ class StreamsSmokeRun(ApplicationRun):
     leaves_state = True
     program = "kafka-streams"
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        #: the processors' state directories: RocksDB stores of ~200 MB each, not evidence (the
+        #: changelogs are), so outside the row's artifacts and removed at close()
+        self.state_root = Path(tempfile.mkdtemp(prefix="kconform-streams-state-"))
+
     def _start(self, name: str, command: str) -> Tool:
         props = self.art / f"{name}.properties"
-        props.write_text(properties(self.bootstrap, self.app.processing_guarantee, self.art / f"state-{name}",
+        props.write_text(properties(self.bootstrap, self.app.processing_guarantee, self.state_root / name,
                                     self.case.topology.nodes))
         tool = Tool(self.classpath, MAIN, [str(props), command], self.art, name)
         self.tools.append(tool)
@@ -164,3 +173,7 @@ class StreamsSmokeRun(ApplicationRun):
     def wire(self, lines: list[dict] | None) -> dict:
         """Error codes per API that crossed the proxy, and what the programs' own logs named."""
         return wire_summary(lines, [t.stderr_path for t in self.tools])
+
+    def close(self) -> None:
+        super().close()
+        shutil.rmtree(self.state_root, ignore_errors=True)

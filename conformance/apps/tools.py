@@ -111,6 +111,21 @@ class Tool:
         self._out.close()
 
 
+def consumed_values(lines) -> tuple[list[int], int]:
+    """The record values ConsoleConsumer printed (one a line), and how many lines were not an
+    integer (ducktape's is_int validator drops them; here they are counted as unexpected)."""
+    out, other = [], 0
+    for line in lines:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            out.append(int(line))
+        except ValueError:
+            other += 1
+    return out, other
+
+
 _WORD = re.compile(r"\b[A-Z][A-Z_]+\b")
 
 

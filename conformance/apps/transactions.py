@@ -50,9 +50,6 @@ GROUP = "transactions-test-consumer-group"
 #: ducktape's timeouts: a copier's progress between client bounces, the consumers' drain.
 PROGRESS_TIMEOUT_S = 60.0
 DRAIN_TIMEOUT_S = 90.0
-#: After a read reached the expected count: how long it goes on, so that duplicates after the
-#: last expected value are read too.
-SETTLE_S = 2.0
 ISR_TIMEOUT_S = 60.0
 FINISHED = "copier already finished"
 SEED_TIMEOUT_S = 600.0
@@ -72,21 +69,6 @@ def acked_values(lines: Iterable[str]) -> list[int]:
         if obj.get("name") == "producer_send_success":
             out.append(int(obj["value"]))
     return out
-
-
-def consumed_values(lines: Iterable[str]) -> tuple[list[int], int]:
-    """The record values ConsoleConsumer printed (one a line), and how many lines were not an
-    integer (ducktape's is_int validator drops them; here they are counted as unexpected)."""
-    out, other = [], 0
-    for line in lines:
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            out.append(int(line))
-        except ValueError:
-            other += 1
-    return out, other
 
 
 def compare(inputs: list[int], outputs: list[int], check_order: bool = False) -> dict[str, Any]:
@@ -169,16 +151,8 @@ class TransactionsTestRun(ApplicationRun):
         self.copiers: list[Copier] = []
         self.bounces: list[dict] = []
 
-    def _tool(self, main: str, args: list[str], name: str) -> Tool:
-        tool = Tool(self.classpath, main, args, self.art, name)
-        self.tools.append(tool)
-        return tool
-
     def _consumer(self, group: str) -> Tool:
-        return self._tool("consumer.ConsoleConsumer",
-                          ["--bootstrap-server", self.bootstrap, "--topic", self.ns.name(OUTPUT), "--from-beginning",
-                           "--isolation-level", "read_committed", "--group", self.ns.name(group),
-                           "--timeout-ms", str(int(DRAIN_TIMEOUT_S * 1000))], group)
+        return self.reader(self.classpath, OUTPUT, group, DRAIN_TIMEOUT_S)
 
     def copying(self) -> list[str]:
         return [c.name for c in self.copiers if not c.finished.is_set()]
@@ -191,9 +165,9 @@ class TransactionsTestRun(ApplicationRun):
         (self.art / "producer.properties").write_text(
             "max.in.flight.requests.per.connection=5\nretries=1000000\nenable.idempotence=true\nacks=all\n")
         self._phase("seed")
-        seed = self._tool("VerifiableProducer", ["--bootstrap-server", self.bootstrap, "--topic", self.ns.name(INPUT),
-                                                 "--max-messages", str(a.messages), "--command-config",
-                                                 str(self.art / "producer.properties")], "seed")
+        seed = self.tool(self.classpath, "VerifiableProducer",
+                         ["--bootstrap-server", self.bootstrap, "--topic", self.ns.name(INPUT), "--max-messages",
+                          str(a.messages), "--command-config", str(self.art / "producer.properties")], "seed")
         rc = seed.wait(SEED_TIMEOUT_S)
         inputs = acked_values(seed.lines)
         seed_s = self.elapsed()
@@ -223,9 +197,9 @@ class TransactionsTestRun(ApplicationRun):
                             f"{unfinished} not done after {a.copy_timeout_s} s: "
                             + "; ".join(f"{c.name} {c.tool.status}" for c in self.copiers if c.name in unfinished)))
         self._phase("verify")
-        concurrent_vals = self._drain(concurrent, len(inputs))
+        concurrent_vals = self.drain(concurrent, len(inputs), DRAIN_TIMEOUT_S)
         final = self._consumer("verifying_consumer")
-        final_vals = self._drain(final, len(inputs))
+        final_vals = self.drain(final, len(inputs), DRAIN_TIMEOUT_S)
         verify_s = round(self.elapsed() - copy_s - copy_t0, 2)
         out = compare(inputs, final_vals[0], a.check_order)
         out["not_integer"] = final_vals[1]
@@ -261,17 +235,6 @@ class TransactionsTestRun(ApplicationRun):
             "copiers": {c.name: c.summary() for c in self.copiers},
         }
         return checks
-
-    def _drain(self, tool: Tool, expected: int) -> tuple[list[int], int]:
-        """ducktape's drain_consumer: wait until the read reached `expected` (at most
-        DRAIN_TIMEOUT_S), read on SETTLE_S more, stop."""
-        end = time.monotonic() + DRAIN_TIMEOUT_S
-        while tool.count < expected and tool.running() and time.monotonic() < end:
-            time.sleep(0.2)
-        if tool.running():
-            time.sleep(SETTLE_S)
-        tool.stop()
-        return consumed_values(tool.lines)
 
     # ----------------------------------------------------------------- bounces
     def bounce_brokers(self, clean: bool) -> None:

@@ -779,12 +779,27 @@ def _application(v: "_V", raw: Any, nodes: int) -> tuple[m.ApplicationDef, list[
     raw = v.mapping(raw, "application", APPLICATION_KEYS, {"kind"})
     d = m.ApplicationDef(kind="")
     args: dict[str, Any] = {"kind": v.string(raw["kind"], "application.kind", m.APPLICATIONS)}
-    streams = args["kind"] == "streams_smoke"
+    kind = args["kind"]
     for key in raw:
-        if key != "kind" and (key in m.STREAMS_SMOKE_KEYS) != streams:
-            v.fail(f"application.{key}", f"a key of {'transactions_test' if streams else 'streams_smoke'}, "
-                   f"not of {args['kind']}", raw[key])
-    if streams:
+        owner = next((k for k, keys in m.KIND_KEYS.items() if key in keys), "transactions_test")
+        if key != "kind" and owner != kind:
+            v.fail(f"application.{key}", f"a key of {owner}, not of {kind}", raw[key])
+    if kind == "connect_eos_source":
+        for key in ("lines", "kills", "kill_every"):
+            if key in raw:
+                args[key] = v.integer(raw[key], f"application.{key}", 1)
+        if "write_s" in raw:
+            x = raw["write_s"]
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or x <= 0:
+                v.fail("application.write_s", "a number of seconds > 0", x)
+            args["write_s"] = float(x)
+        app = m.ApplicationDef(**args)
+        if app.kills * app.kill_every >= app.lines:
+            v.fail("application.kill_every", f"kills x kill_every below lines ({app.lines}): every kill must "
+                   "land while the copy is going", app.kill_every)
+        # its topics are the worker's (it creates its own) and the connector's output
+        return app, []
+    if kind == "streams_smoke":
         if "processing_guarantee" in raw:
             args["processing_guarantee"] = v.string(raw["processing_guarantee"], "application.processing_guarantee",
                                                     m.PROCESSING_GUARANTEES)

@@ -424,11 +424,14 @@ FAILURE_MODES = ("clean_bounce", "hard_bounce")
 PROCESSING_GUARANTEES = ("exactly_once_v2", "at_least_once")
 
 #: The applications a case may run (conformance/apps/: one module each).
-APPLICATIONS = ("transactions_test", "streams_smoke")
-#: An application row's client: the applications run Kafka's Java client (kafka-tools, Kafka Streams).
+APPLICATIONS = ("transactions_test", "streams_smoke", "connect_eos_source")
+#: An application row's client: the applications run Kafka's Java client (kafka-tools, Kafka
+#: Streams, Kafka Connect).
 APPLICATION_CLIENT = "java"
-#: The `application:` keys that belong to one kind only (the others' keys are an error there).
-STREAMS_SMOKE_KEYS = frozenset({"processing_guarantee", "crash"})
+#: The `application:` keys of each kind but transactions_test (whose keys are the rest); a key
+#: of another kind is an error.
+KIND_KEYS = {"streams_smoke": frozenset({"processing_guarantee", "crash"}),
+             "connect_eos_source": frozenset({"lines", "write_s", "kills", "kill_every"})}
 
 
 @dataclass(frozen=True)
@@ -436,13 +439,21 @@ class ApplicationDef:
     """The `application:` section: a real application instead of steps (conformance/apps,
     docs/applications.md). `kind` transactions_test: Kafka's transactions system test, one cell
     of its matrix (bounce_target x failure_mode x use_group_metadata x check_order); `kind`
-    streams_smoke: Kafka Streams' smoke system test, one cell (processing_guarantee x crash)."""
+    streams_smoke: Kafka Streams' smoke system test, one cell (processing_guarantee x crash);
+    `kind` connect_eos_source: a Connect worker with exactly-once source support, killed while
+    it copies a file."""
 
     kind: str
     #: streams_smoke: the processors' processing.guarantee, and whether the first two are killed
     #: (SIGKILL) rather than stopped (SIGTERM) while the driver's data flows.
     processing_guarantee: str = "exactly_once_v2"
     crash: bool = True
+    #: connect_eos_source: lines written to the source file over `write_s` seconds, and the worker
+    #: killed `kills` times, each after another `kill_every` records reached the output.
+    lines: int = 20_000
+    write_s: float = 30.0
+    kills: int = 3
+    kill_every: int = 4_000
     bounce_target: str = "none"
     failure_mode: str = "hard_bounce"
     use_group_metadata: bool = True

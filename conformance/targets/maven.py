@@ -141,6 +141,12 @@ def resolve_streams_tests(version: str = DEFAULT_KAFKA_VERSION, timeout: float =
                         version, timeout)
 
 
+def resolve_connect(version: str = DEFAULT_KAFKA_VERSION, timeout: float = 900.0) -> str:
+    """The classpath of a Kafka Connect worker <version> (org.apache.kafka:connect-runtime) with
+    Kafka's file connectors (connect-file: FileStreamSourceConnector, exactly-once capable)."""
+    return _resolve_app("connect-runtime", "kafka-connect", (("connect-file", ""),), version, timeout)
+
+
 def _resolve_app(artifact: str, name: str, extra: tuple[tuple[str, str], ...], version: str, timeout: float) -> str:
     def resolve(home: Path) -> None:
         (home / "pom.xml").write_text(_pom(version, artifact, name, extra))

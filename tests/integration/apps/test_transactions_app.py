@@ -7,11 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
-
-from conformance.dsl import parse_case
-from conformance.results import Verdict
-from conformance.runner import RowContext, TargetSlot, run_one
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -26,14 +21,8 @@ application:
 """
 
 
-def test_a_copier_killed_mid_copy_still_copies_exactly_once(tmp_path: Path):
-    case = parse_case(yaml.safe_load(CELL), "cell.yaml", "apps/cell")
-    slot = TargetSlot("embedded", {}, tmp_path / "work", "auto")
-    try:
-        row = run_one(case, slot, "java", RowContext("test-run", tmp_path / "results"), fresh=True)
-    finally:
-        slot.release()
-    assert row.verdict is Verdict.PASS, (row.reason, [c for c in row.checks if not c.passed])
+def test_a_copier_killed_mid_copy_still_copies_exactly_once(run_cell, tmp_path: Path):
+    row, _ = run_cell(CELL, "apps/cell")
     app = row.application
     assert app["output"]["read"] == app["messages"] == 3000
     assert app["output"]["duplicates"] == app["output"]["losses"] == 0
