@@ -14,6 +14,8 @@ they landed, the error codes per API that crossed the wire.
   stopped while the driver's data flows.
 - connect_eos.py: a Kafka Connect worker with exactly-once source support (KIP-618) running
   Kafka's FileStreamSourceConnector, killed and started again while it copies.
+- flink_eos.py: a Flink job, KafkaSource -> KafkaSink EXACTLY_ONCE (its Java source in flink/),
+  a task failure, then the job killed and restored from its last checkpoint.
 - base.py: ApplicationRun, what every one of them is to its row.
 - tools.py: a Java program (kafka-tools, or a test program by its class) as a process whose
   stdout is kept; the error codes an application row counts.
@@ -25,11 +27,12 @@ importing the applications themselves; `run_class` is how the runner finds the o
 from __future__ import annotations
 
 from .connect_eos import ConnectEosRun
+from .flink_eos import FlinkEosRun
 from .streams_smoke import StreamsSmokeRun
 from .transactions import TransactionsTestRun
 
 RUNS = {"transactions_test": TransactionsTestRun, "streams_smoke": StreamsSmokeRun,
-        "connect_eos_source": ConnectEosRun}
+        "connect_eos_source": ConnectEosRun, "flink_eos": FlinkEosRun}
 
 
 def run_class(kind: str):

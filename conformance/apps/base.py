@@ -12,7 +12,9 @@ from typing import Any, Callable, Protocol
 from conformance.targets import Target
 
 from ..dsl.model import Case
-from .tools import Tool, consumed_values
+from ..results import Check
+from .tools import Tool
+from .verify import compare, consumed_values
 
 #: After a read reached the expected count: how long it goes on, so that duplicates after the
 #: last expected value are read too.
@@ -75,6 +77,23 @@ class ApplicationRun:
             time.sleep(SETTLE_S)
         tool.stop()
         return consumed_values(tool.lines)
+
+    def read_checks(self, label: str, inputs: list[int], read: tuple[list[int], int]) -> list[Check]:
+        """What an in-order exactly-once copy must show in one read_committed read (`label`
+        "output": the read of the whole output afterwards; else the read that followed the copy,
+        its checks prefixed): no duplicate, no loss and nothing else, the input's order. The
+        counts go to the summary under `label`."""
+        vals, other = read
+        r = compare(inputs, vals, check_order=True)
+        self.summary[label] = r
+        prefix = "" if label == "output" else f"{label}_"
+        return [Check(f"{prefix}no_duplicates", r["duplicates"] == 0,
+                      f"{label}: {r['duplicates']} duplicates in {r['read']} read_committed records"),
+                Check(f"{prefix}no_losses", r["losses"] == 0 and r["unexpected"] == 0 and other == 0,
+                      f"{label}: {r['losses']} of {len(inputs)} input values never read, {r['unexpected']} values "
+                      f"never input, {other} records not a value"),
+                Check(f"{prefix}order", r["in_order"],
+                      f"{label}: in input order: {r['in_order']} (first difference at {r['first_out_of_order']})")]
 
     def live_tools(self) -> list[Tool]:
         """Every program the run started (close() kills those still running)."""

@@ -38,7 +38,6 @@ from conformance.targets.process import free_ports
 from ..results import Check
 from .base import ApplicationRun
 from .tools import Tool, wire_summary
-from .transactions import compare
 
 MAIN = "org.apache.kafka.connect.cli.ConnectDistributed"
 CONNECTOR = "file-source"
@@ -190,17 +189,8 @@ class ConnectEosRun(ApplicationRun):
         concurrent_vals = self.drain(concurrent, a.lines, DRAIN_TIMEOUT_S)
         final = self.reader(self.tools_classpath, OUTPUT, "verifying_reader", DRAIN_TIMEOUT_S)
         final_vals = self.drain(final, a.lines, DRAIN_TIMEOUT_S)
-        for label, (vals, other) in (("output", final_vals), ("concurrent", concurrent_vals)):
-            r = compare(inputs, vals, check_order=True)
-            prefix = "" if label == "output" else "concurrent_"
-            checks.append(Check(f"{prefix}no_duplicates", r["duplicates"] == 0,
-                                f"{label}: {r['duplicates']} duplicates in {r['read']} read_committed records"))
-            checks.append(Check(f"{prefix}no_losses", r["losses"] == 0 and r["unexpected"] == 0 and other == 0,
-                                f"{label}: {r['losses']} of {a.lines} lines never read, {r['unexpected']} values "
-                                f"never written, {other} records not a line"))
-            checks.append(Check(f"{prefix}order", r["in_order"],
-                                f"{label}: in file order: {r['in_order']} (first difference at {r['first_out_of_order']})"))
-            self.summary[label] = r
+        checks += self.read_checks("output", inputs, final_vals)
+        checks += self.read_checks("concurrent", inputs, concurrent_vals)
         landed = sum(1 for k in self.kills if k.get("landed"))
         checks.append(Check("kills_landed", landed == a.kills and all(k.get("back") for k in self.kills),
                             f"{landed} of {a.kills} worker kills landed while the copy was going, "

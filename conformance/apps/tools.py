@@ -18,6 +18,9 @@ from ..history import profile as wire_profile
 from ..proxy.transcript import decode_line
 
 TOOLS = "org.apache.kafka.tools."
+#: VerifiableProducer's --command-config when it seeds an application's input, as the system
+#: tests' service configures it: idempotent, acks=all, retried (its own default is retries=0).
+SEED_PRODUCER_PROPERTIES = "max.in.flight.requests.per.connection=5\nretries=1000000\nenable.idempotence=true\nacks=all\n"
 LOG4J2 = """<?xml version="1.0" encoding="UTF-8"?>
 <Configuration status="WARN">
   <Appenders><Console name="err" target="SYSTEM_ERR"><PatternLayout pattern="[%d] %p %m (%c)%n"/></Console></Appenders>
@@ -30,10 +33,11 @@ class Tool:
     """One tool process. `lines`: every stdout line (stripped), in order; `status`: the last one
     that parsed as a JSON object. A tool started again under the same name appends to the same
     files (a bounced copier's output stays one story). `main`: a class of kafka-tools by its
-    short name (`VerifiableProducer`, `consumer.ConsoleConsumer`) or any class by its full name."""
+    short name (`VerifiableProducer`, `consumer.ConsoleConsumer`: at most one dot) or any class by
+    its full name (`kconform.flink.ExactlyOnceCopy`)."""
 
     def __init__(self, classpath: str, main: str, args: list[str], workdir: Path, name: str,
-                 keep_lines: bool = True, on_line=None):
+                 keep_lines: bool = True, on_line=None, heap: str = "256m", jvm_args: tuple[str, ...] = ()):
         self.name = name
         log4j = workdir / "tools-log4j2.xml"
         if not log4j.exists():
@@ -45,9 +49,9 @@ class Tool:
         self.lines: list[str] = []
         self.count = 0
         self.status: dict = {}
-        main = main if main.startswith("org.") else TOOLS + main
+        main = main if main.count(".") >= 2 else TOOLS + main
         self.proc = subprocess.Popen(
-            ["java", "-Xmx256m", f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath, main, *args],
+            ["java", f"-Xmx{heap}", *jvm_args, f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath, main, *args],
             stdout=subprocess.PIPE, stderr=open(self.stderr_path, "ab"), text=True, start_new_session=True)
         self._out = open(self.stdout_path, "a")
         self._reader = threading.Thread(target=self._read, name=f"tool-{name}", daemon=True)
@@ -109,21 +113,6 @@ class Tool:
     def stop(self) -> None:
         self.signal(clean=True, timeout=10)
         self._out.close()
-
-
-def consumed_values(lines) -> tuple[list[int], int]:
-    """The record values ConsoleConsumer printed (one a line), and how many lines were not an
-    integer (ducktape's is_int validator drops them; here they are counted as unexpected)."""
-    out, other = [], 0
-    for line in lines:
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            out.append(int(line))
-        except ValueError:
-            other += 1
-    return out, other
 
 
 _WORD = re.compile(r"\b[A-Z][A-Z_]+\b")

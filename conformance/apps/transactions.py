@@ -29,12 +29,9 @@ copying (`landed`); the row's check `bounces_landed` holds when every one did.
 """
 from __future__ import annotations
 
-import json
 import threading
 import time
-from collections import Counter
 from pathlib import Path
-from typing import Any, Iterable
 
 from conformance.targets import Target
 from conformance.targets.maven import DEFAULT_KAFKA_VERSION, resolve_kafka_tools
@@ -42,7 +39,8 @@ from conformance.targets.maven import DEFAULT_KAFKA_VERSION, resolve_kafka_tools
 from ..dsl.model import Case
 from ..results import Check
 from .base import ApplicationRun, Namespace
-from .tools import Tool, wire_summary
+from .tools import SEED_PRODUCER_PROPERTIES, Tool, wire_summary
+from .verify import acked_values, compare
 
 
 INPUT, OUTPUT = "input-topic", "output-topic"
@@ -53,41 +51,6 @@ DRAIN_TIMEOUT_S = 90.0
 ISR_TIMEOUT_S = 60.0
 FINISHED = "copier already finished"
 SEED_TIMEOUT_S = 600.0
-
-
-# ============================================================================ the verifier
-def acked_values(lines: Iterable[str]) -> list[int]:
-    """The values VerifiableProducer reports acked (`producer_send_success`), in ack order."""
-    out = []
-    for line in lines:
-        if '"producer_send_success"' not in line:
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            continue
-        if obj.get("name") == "producer_send_success":
-            out.append(int(obj["value"]))
-    return out
-
-
-def compare(inputs: list[int], outputs: list[int], check_order: bool = False) -> dict[str, Any]:
-    """What transactions_test.py asserts, counted: duplicates (reads beyond the first of a value),
-    losses (input values never read), unexpected (values read that were never input) and, with
-    `check_order`, whether the read is the input in order."""
-    seen = Counter(outputs)
-    wanted = set(inputs)
-    out = {"read": len(outputs), "distinct": len(seen),
-           "duplicates": sum(n - 1 for n in seen.values() if n > 1),
-           "losses": len(wanted - seen.keys()),
-           "unexpected": len(seen.keys() - wanted)}
-    if check_order:
-        out["in_order"] = outputs == inputs
-        first = next((i for i, (a, b) in enumerate(zip(inputs, outputs)) if a != b), None)
-        if first is None and len(inputs) != len(outputs):
-            first = min(len(inputs), len(outputs))
-        out["first_out_of_order"] = first
-    return out
 
 
 # ============================================================================ the run
@@ -162,8 +125,7 @@ class TransactionsTestRun(ApplicationRun):
         a = self.app
         self.classpath = resolve_kafka_tools(DEFAULT_KAFKA_VERSION)
         checks: list[Check] = []
-        (self.art / "producer.properties").write_text(
-            "max.in.flight.requests.per.connection=5\nretries=1000000\nenable.idempotence=true\nacks=all\n")
+        (self.art / "producer.properties").write_text(SEED_PRODUCER_PROPERTIES)
         self._phase("seed")
         seed = self.tool(self.classpath, "VerifiableProducer",
                          ["--bootstrap-server", self.bootstrap, "--topic", self.ns.name(INPUT), "--max-messages",

@@ -799,6 +799,17 @@ def _application(v: "_V", raw: Any, nodes: int) -> tuple[m.ApplicationDef, list[
                    "land while the copy is going", app.kill_every)
         # its topics are the worker's (it creates its own) and the connector's output
         return app, []
+    if kind == "flink_eos":
+        if "records" in raw:
+            args["records"] = v.integer(raw["records"], "application.records", 30)
+        if "record_delay_ms" in raw:
+            args["record_delay_ms"] = v.integer(raw["record_delay_ms"], "application.record_delay_ms", 0)
+        app = m.ApplicationDef(**args)
+        rf = min(nodes, 3)
+        configs = {"min.insync.replicas": "2" if nodes >= 3 else "1"}
+        # one partition each: the job's parallelism is 1 and the output keeps the input's order
+        return app, [{"name": name, "partitions": 1, "replication_factor": rf, "configs": dict(configs)}
+                     for name in ("flink-input", "flink-output")]
     if kind == "streams_smoke":
         if "processing_guarantee" in raw:
             args["processing_guarantee"] = v.string(raw["processing_guarantee"], "application.processing_guarantee",

@@ -424,14 +424,15 @@ FAILURE_MODES = ("clean_bounce", "hard_bounce")
 PROCESSING_GUARANTEES = ("exactly_once_v2", "at_least_once")
 
 #: The applications a case may run (conformance/apps/: one module each).
-APPLICATIONS = ("transactions_test", "streams_smoke", "connect_eos_source")
+APPLICATIONS = ("transactions_test", "streams_smoke", "connect_eos_source", "flink_eos")
 #: An application row's client: the applications run Kafka's Java client (kafka-tools, Kafka
 #: Streams, Kafka Connect).
 APPLICATION_CLIENT = "java"
 #: The `application:` keys of each kind but transactions_test (whose keys are the rest); a key
 #: of another kind is an error.
 KIND_KEYS = {"streams_smoke": frozenset({"processing_guarantee", "crash"}),
-             "connect_eos_source": frozenset({"lines", "write_s", "kills", "kill_every"})}
+             "connect_eos_source": frozenset({"lines", "write_s", "kills", "kill_every"}),
+             "flink_eos": frozenset({"records", "record_delay_ms"})}
 
 
 @dataclass(frozen=True)
@@ -441,7 +442,8 @@ class ApplicationDef:
     of its matrix (bounce_target x failure_mode x use_group_metadata x check_order); `kind`
     streams_smoke: Kafka Streams' smoke system test, one cell (processing_guarantee x crash);
     `kind` connect_eos_source: a Connect worker with exactly-once source support, killed while
-    it copies a file."""
+    it copies a file; `kind` flink_eos: a Flink job (KafkaSource -> KafkaSink EXACTLY_ONCE), a
+    task failure, then the job killed and restored from its last checkpoint."""
 
     kind: str
     #: streams_smoke: the processors' processing.guarantee, and whether the first two are killed
@@ -454,6 +456,10 @@ class ApplicationDef:
     write_s: float = 30.0
     kills: int = 3
     kill_every: int = 4_000
+    #: flink_eos: records seeded into the job's input, and how long its map takes per record (so
+    #: that the task failure and the kill land while the job copies).
+    records: int = 6_000
+    record_delay_ms: int = 5
     bounce_target: str = "none"
     failure_mode: str = "hard_bounce"
     use_group_metadata: bool = True

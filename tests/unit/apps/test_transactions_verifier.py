@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.apps.tools import consumed_values
-from conformance.apps.transactions import acked_values, compare
+from conformance.apps.verify import acked_values, compare, consumed_values
 from conformance.dsl.loader import CaseError, parse_case
 
 # VerifiableProducer 4.3.1 stdout, as a run printed it (a deprecation note first, then JSON).

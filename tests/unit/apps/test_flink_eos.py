@@ -1,0 +1,54 @@
+"""The Flink application case: the restore point the harness picks among Flink's retained
+checkpoints, the section's validation, the topics it needs and the JVM options Flink needs on
+Java 17."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conformance.apps.flink_eos import JAVA17_OPTIONS, latest_checkpoint
+from conformance.dsl import parse_case
+from conformance.dsl.loader import CaseError
+
+
+def _chk(root: Path, job: str, n: int, complete: bool = True) -> Path:
+    d = root / job / f"chk-{n}"
+    d.mkdir(parents=True)
+    if complete:
+        (d / "_metadata").write_bytes(b"x")
+    return d
+
+
+def test_the_restore_point_is_the_newest_complete_checkpoint(tmp_path: Path):
+    assert latest_checkpoint(tmp_path) is None
+    _chk(tmp_path, "a1", 9)
+    newest = _chk(tmp_path, "a1", 23)
+    _chk(tmp_path, "a1", 24, complete=False)     # being written when the JVM died: no _metadata
+    (tmp_path / "a1" / "shared").mkdir()
+    assert latest_checkpoint(tmp_path) == newest  # by number, not by name (chk-9 < chk-23)
+
+
+def test_the_section_is_read_with_one_partition_topics():
+    case = parse_case({"title": "t", "topology": {"nodes": 3},
+                       "application": {"kind": "flink_eos", "records": 900, "record_delay_ms": 0}}, "c.yaml", "apps/c")
+    assert (case.application.records, case.application.record_delay_ms) == (900, 0)
+    assert [(t.name, t.partitions, t.replication_factor) for t in case.topology.topics] == [
+        ("flink-input", 1, 3), ("flink-output", 1, 3)]
+
+
+@pytest.mark.parametrize("section, field", [
+    ({"kind": "flink_eos", "records": 10}, "application.records"),
+    ({"kind": "flink_eos", "record_delay_ms": -1}, "application.record_delay_ms"),
+    ({"kind": "flink_eos", "messages": 100}, "application.messages"),
+])
+def test_a_bad_section_names_the_file_and_the_field(section, field):
+    with pytest.raises(CaseError) as ei:
+        parse_case({"title": "t", "application": section}, "c.yaml", "apps/c")
+    assert "c.yaml" in str(ei.value) and field in str(ei.value)
+
+
+def test_flink_gets_the_java_17_openings_its_launch_scripts_give():
+    assert "--add-opens=java.base/java.util=ALL-UNNAMED" in JAVA17_OPTIONS
+    assert "--add-opens=java.base/java.lang=ALL-UNNAMED" in JAVA17_OPTIONS
+    assert all(o.startswith(("--add-opens=", "--add-exports=")) for o in JAVA17_OPTIONS)
