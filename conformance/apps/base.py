@@ -32,7 +32,7 @@ class ApplicationRun:
     #: Whether the run leaves names on the instance that a later row could meet (the program's
     #: own, not the row's namespace): the row then never hands the instance on.
     leaves_state = False
-    #: The artifact the program comes from, as the row's client_version names it (with the release).
+    #: The artifacts the program comes from and their releases: the row's client_version.
     program = ""
 
     def __init__(self, case: Case, target: Target, bootstrap: str, ns: Namespace, artifacts: Path,

@@ -84,7 +84,7 @@ def connector_config(input_file: Path, topic: str) -> dict[str, str]:
 class ConnectEosRun(ApplicationRun):
     """The row's play for `application: {kind: connect_eos_source}` (module doc)."""
 
-    program = "connect-runtime"
+    program = f"connect-runtime {DEFAULT_KAFKA_VERSION}, connect-file {DEFAULT_KAFKA_VERSION}"
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -196,7 +196,7 @@ class ConnectEosRun(ApplicationRun):
                             f"{landed} of {a.kills} worker kills landed while the copy was going, "
                             f"{sum(1 for k in self.kills if k.get('back'))} restarts answered"))
         self.summary.update({"application": a.kind, "nodes": self.case.topology.nodes,
-                             "program": f"connect-runtime {DEFAULT_KAFKA_VERSION} + connect-file",
+                             "program": self.program,
                              "lines": a.lines, "write_s": a.write_s, "copy_s": copy_s,
                              "worker_starts": self.worker_starts, "kills": self.kills, "kills_landed": landed})
         return checks

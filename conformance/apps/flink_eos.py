@@ -25,6 +25,7 @@ it after ENDING_S.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -40,6 +41,16 @@ from .verify import acked_values
 
 SOURCE = Path(__file__).resolve().parent / "flink"
 BUILD = buildcache.maven("flink-job", SOURCE)
+
+
+def _pinned(prop: str) -> str:
+    """A version the job's pom pins (its one source: the pom builds what runs)."""
+    match = re.search(rf"<{re.escape(prop)}>([^<]+)</{re.escape(prop)}>", (SOURCE / "pom.xml").read_text())
+    return match.group(1) if match else "?"
+
+
+#: What the row's client_version says: Flink and its Kafka connector, as the pom pins them.
+PROGRAM = f"flink {_pinned('flink.version')}, flink-connector-kafka {_pinned('flink.kafka.version')}"
 MAIN = "kconform.flink.ExactlyOnceCopy"
 INPUT, OUTPUT, GROUP, PREFIX = "flink-input", "flink-output", "flink-source", "flink-eos"
 #: What Flink's own launch scripts open to it on Java 17 (its env.java.opts.all default).
@@ -75,7 +86,7 @@ def latest_checkpoint(root: Path) -> Path | None:
 class FlinkEosRun(ApplicationRun):
     """The row's play for `application: {kind: flink_eos}` (module doc)."""
 
-    program = "flink"
+    program = PROGRAM
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -155,7 +166,7 @@ class FlinkEosRun(ApplicationRun):
         checks += self.read_checks("concurrent", inputs, self.drain(concurrent, a.records, DRAIN_TIMEOUT_S))
         checks += self.read_checks("output", inputs, self.drain(final, a.records, DRAIN_TIMEOUT_S))
         self.summary.update({"application": a.kind, "nodes": self.case.topology.nodes,
-                             "program": "flink 2.2.1 + flink-connector-kafka 5.0.0-2.2", "records": a.records,
+                             "program": PROGRAM, "records": a.records,
                              "copy_s": copy_s, "task_failure_at_s": failed_at, "kill": kill,
                              "job_starts": self.job_starts, "job_ended_by_itself": finished is not None,
                              "job_exit": rc})

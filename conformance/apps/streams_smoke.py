@@ -98,7 +98,7 @@ class StreamsSmokeRun(ApplicationRun):
 
     #: The instance holds topics and a group whose names are the program's: never reused.
     leaves_state = True
-    program = "kafka-streams"
+    program = f"kafka-streams {DEFAULT_KAFKA_VERSION}"
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -106,7 +106,7 @@ class TransactionsTestRun(ApplicationRun):
     a row as CaseRun and WorkloadRun (runner/row.py). Its topics and groups carry the row's
     namespace: the instance may serve later rows."""
 
-    program = "kafka-tools"
+    program = f"kafka-tools {DEFAULT_KAFKA_VERSION}"
 
     def __init__(self, case: Case, target: Target, bootstrap: str, ns: Namespace, artifacts: Path,
                  proxy=None) -> None:

@@ -29,7 +29,6 @@ from pathlib import Path
 from conformance.clients.registry import CLIENTS
 from conformance.compare import normalise_outcome
 from conformance.targets import Target, target_class
-from conformance.targets.maven import DEFAULT_KAFKA_VERSION
 
 from .. import group_protocol, security
 from ..dsl.model import Case
@@ -330,7 +329,7 @@ class RowRun:
         target, proxy = self.target, self.proxy
         cls = application_run_class(self.case.application.kind)
         self.case_run = run = cls(self.case, target, self.bootstrap, self.ns, self.art, proxy)
-        self.row.client_version = f"{cls.program} {DEFAULT_KAFKA_VERSION}"
+        self.row.client_version = cls.program
         try:
             checks = run.run()
         finally:
