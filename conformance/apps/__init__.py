@@ -12,11 +12,15 @@ they landed, the error codes per API that crossed the wire.
 - streams_smoke.py: Kafka Streams' tests/kafkatest/tests/streams/streams_smoke_test.py --
   StreamsSmokeTest's driver and three processors of its topology, the first two killed or
   stopped while the driver's data flows.
+- streams_bounce.py: Kafka Streams' tests/kafkatest/tests/streams/streams_broker_bounce_test.py --
+  the smoke test's driver and one processor while the leader of one partition is chased, stopped
+  or killed and started again five times.
 - connect_eos.py: a Kafka Connect worker with exactly-once source support (KIP-618) running
   Kafka's FileStreamSourceConnector, killed and started again while it copies.
 - flink_eos.py: a Flink job, KafkaSource -> KafkaSink EXACTLY_ONCE (its Java source in flink/),
   a task failure, then the job killed and restored from its last checkpoint.
-- base.py: ApplicationRun, what every one of them is to its row.
+- base.py: ApplicationRun, what every one of them is to its row, and a broker bounce (the node
+  stopped or killed and started again, the ISR awaited whole).
 - tools.py: a Java program (kafka-tools, or a test program by its class) as a process whose
   stdout is kept; the error codes an application row counts.
 
@@ -28,10 +32,12 @@ from __future__ import annotations
 
 from .connect_eos import ConnectEosRun
 from .flink_eos import FlinkEosRun
+from .streams_bounce import StreamsBrokerBounceRun
 from .streams_smoke import StreamsSmokeRun
 from .transactions import TransactionsTestRun
 
 RUNS = {"transactions_test": TransactionsTestRun, "streams_smoke": StreamsSmokeRun,
+        "streams_broker_bounce": StreamsBrokerBounceRun,
         "connect_eos_source": ConnectEosRun, "flink_eos": FlinkEosRun}
 
 

@@ -2,12 +2,17 @@
 (runner/row.play_application): made from the case, the target and the row's bootstrap,
 namespace, artifacts directory and proxy; `run()` returns the checks, `records` and
 `fault_events` are the row's steps and faults, `summary` its `application`, `wire()` the error
-codes that crossed the proxy, `close()` ends whatever program still runs."""
+codes that crossed the proxy, `close()` ends whatever program still runs.
+
+Broker bounces are here, not in one application, because each system test that bounces brokers
+does it its own way (transactions_test.py: every broker in turn; streams_broker_bounce_test.py:
+the leader of one partition, chased five times) but a bounce itself is the same everywhere: the
+node stopped or killed, started again, the proxy told both, and the ISR awaited whole."""
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterable, Protocol
 
 from conformance.targets import Target
 
@@ -19,6 +24,10 @@ from .verify import compare, consumed_values
 #: After a read reached the expected count: how long it goes on, so that duplicates after the
 #: last expected value are read too.
 SETTLE_S = 2.0
+#: How long a bounced broker's partitions may take to be whole again (ducktape's
+#: await_no_under_replicated_partitions), and to have a leader to chase.
+ISR_TIMEOUT_S = 60.0
+LEADER_TIMEOUT_S = 30.0
 
 
 class Namespace(Protocol):
@@ -94,6 +103,54 @@ class ApplicationRun:
                       f"never input, {other} records not a value"),
                 Check(f"{prefix}order", r["in_order"],
                       f"{label}: in input order: {r['in_order']} (first difference at {r['first_out_of_order']})")]
+
+    # ----------------------------------------------------------------- broker bounces
+    def bounce_node(self, node: int, clean: bool) -> dict:
+        """One broker stopped (SIGTERM) or killed (SIGKILL; then left down `down_s`), started
+        again, the proxy told both; what happened when (the row's fault events get both)."""
+        t, proxy = self.target, self.proxy
+        at = self.elapsed()
+        (t.stop_node if clean else t.kill)(node)
+        if proxy is not None:
+            proxy.node_down(node)
+        self.fault_events.append({"fault": f"{'stop' if clean else 'crash'} node {node}", "node": node, "at_s": at})
+        if not clean:
+            time.sleep(self.app.down_s)
+        t.restart(node)
+        if proxy is not None:
+            proxy.node_up(node)
+        back = self.elapsed()
+        self.fault_events.append({"fault": f"restart node {node}", "node": node, "at_s": back})
+        return {"node": node, "mode": "clean" if clean else "hard", "at_s": at, "back_after_s": round(back - at, 2)}
+
+    def isr_full(self, partitions: Iterable[tuple[str, int, int]]) -> float | None:
+        """Seconds until every (topic, partition, replication factor) had its whole ISR again
+        (None: not within ISR_TIMEOUT_S); 0.0 at once on one node."""
+        if self.case.topology.nodes <= 1:
+            return 0.0
+        wanted = list(partitions)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < ISR_TIMEOUT_S:
+            try:
+                if all(len(self.target.partition_replicas(topic, p)[2]) == rf for topic, p, rf in wanted):
+                    return round(time.monotonic() - t0, 2)
+            except Exception:  # noqa: BLE001 - no live node answered yet: ask again
+                pass
+            time.sleep(0.2)
+        return None
+
+    def leader_of(self, topic: str, partition: int) -> int | None:
+        """The partition's leader as a live node says now (None: none within LEADER_TIMEOUT_S)."""
+        end = time.monotonic() + LEADER_TIMEOUT_S
+        while time.monotonic() < end:
+            try:
+                leader = self.target.partition_replicas(topic, partition)[0]
+                if leader is not None and leader >= 0:
+                    return leader
+            except Exception:  # noqa: BLE001 - no live node answered yet: ask again
+                pass
+            time.sleep(0.2)
+        return None
 
     def live_tools(self) -> list[Tool]:
         """Every program the run started (close() kills those still running)."""

@@ -48,7 +48,6 @@ GROUP = "transactions-test-consumer-group"
 #: ducktape's timeouts: a copier's progress between client bounces, the consumers' drain.
 PROGRESS_TIMEOUT_S = 60.0
 DRAIN_TIMEOUT_S = 90.0
-ISR_TIMEOUT_S = 60.0
 FINISHED = "copier already finished"
 SEED_TIMEOUT_S = 600.0
 
@@ -202,39 +201,14 @@ class TransactionsTestRun(ApplicationRun):
     def bounce_brokers(self, clean: bool) -> None:
         """Each broker in turn: stopped (SIGTERM) or killed, `down_s` later started again, then
         the ISR of every partition whole before the next (transactions_test.bounce_brokers)."""
-        a, t, proxy = self.app, self.target, self.proxy
-        for node in t.node_ids():
+        partitions = [(self.ns.name(x.name), p, x.replication_factor)
+                      for x in self.case.topology.topics for p in range(x.partitions)]
+        for node in self.target.node_ids():
             working = self.copying()
-            at = self.elapsed()
-            (t.stop_node if clean else t.kill)(node)
-            if proxy is not None:
-                proxy.node_down(node)
-            self.fault_events.append({"fault": f"{'stop' if clean else 'crash'} node {node}", "node": node, "at_s": at})
-            if not clean:
-                time.sleep(a.down_s)
-            t.restart(node)
-            if proxy is not None:
-                proxy.node_up(node)
-            back = self.elapsed()
-            self.fault_events.append({"fault": f"restart node {node}", "node": node, "at_s": back})
-            isr = self._isr_full() if self.case.topology.nodes > 1 else 0.0
-            self.bounces.append({"node": node, "mode": "clean" if clean else "hard", "at_s": at,
-                                 "back_after_s": round(back - at, 2), "isr_full_after_s": isr,
-                                 "copying_at_bounce": working, "copying_when_back": self.copying(),
-                                 "landed": bool(working)})
-
-    def _isr_full(self) -> float | None:
-        t0 = time.monotonic()
-        topics = [x for x in self.case.topology.topics]
-        while time.monotonic() - t0 < ISR_TIMEOUT_S:
-            try:
-                if all(len(self.target.partition_replicas(self.ns.name(x.name), p)[2]) == x.replication_factor
-                       for x in topics for p in range(x.partitions)):
-                    return round(time.monotonic() - t0, 2)
-            except Exception:  # noqa: BLE001 - no live node answered yet: ask again
-                pass
-            time.sleep(0.2)
-        return None
+            entry = self.bounce_node(node, clean)
+            entry.update({"isr_full_after_s": self.isr_full(partitions), "copying_at_bounce": working,
+                          "copying_when_back": self.copying(), "landed": bool(working)})
+            self.bounces.append(entry)
 
     def bounce_copiers(self, clean: bool) -> None:
         """Three rounds; in each, every copier restarted once it copied `progress_percent` of what

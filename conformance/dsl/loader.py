@@ -771,6 +771,16 @@ APPLICATION_TOP_KEYS = TOP_KEYS - {"actors", "steps", "checks", "observe", "work
 APPLICATION_KEYS = {f.name for f in dataclasses.fields(m.ApplicationDef)}
 
 
+def _application_numbers(v: "_V", raw: dict, keys: tuple[str, ...], args: dict[str, Any]) -> None:
+    """The `application:` keys among `keys` that are numbers >= 0 (seconds, a percentage)."""
+    for key in keys:
+        if key in raw:
+            x = raw[key]
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or x < 0:
+                v.fail(f"application.{key}", "a number >= 0", x)
+            args[key] = float(x)
+
+
 def _application(v: "_V", raw: Any, nodes: int) -> tuple[m.ApplicationDef, list[dict[str, Any]]]:
     """The `application:` section and the topics it needs (transactions_test.py's: input and
     output, replicated min(nodes, 3) times, min.insync.replicas 2 on 3+ nodes; with check_order one
@@ -781,9 +791,9 @@ def _application(v: "_V", raw: Any, nodes: int) -> tuple[m.ApplicationDef, list[
     args: dict[str, Any] = {"kind": v.string(raw["kind"], "application.kind", m.APPLICATIONS)}
     kind = args["kind"]
     for key in raw:
-        owner = next((k for k, keys in m.KIND_KEYS.items() if key in keys), "transactions_test")
-        if key != "kind" and owner != kind:
-            v.fail(f"application.{key}", f"a key of {owner}, not of {kind}", raw[key])
+        if key != "kind" and key not in m.KIND_KEYS[kind]:
+            owners = " and ".join(k for k, keys in m.KIND_KEYS.items() if key in keys)
+            v.fail(f"application.{key}", f"a key of {owners}, not of {kind}", raw[key])
     if kind == "connect_eos_source":
         for key in ("lines", "kills", "kill_every"):
             if key in raw:
@@ -810,6 +820,20 @@ def _application(v: "_V", raw: Any, nodes: int) -> tuple[m.ApplicationDef, list[
         # one partition each: the job's parallelism is 1 and the output keeps the input's order
         return app, [{"name": name, "partitions": 1, "replication_factor": rf, "configs": dict(configs)}
                      for name in ("flink-input", "flink-output")]
+    if kind == "streams_broker_bounce":
+        if "processing_guarantee" in raw:
+            args["processing_guarantee"] = v.string(raw["processing_guarantee"], "application.processing_guarantee",
+                                                    m.PROCESSING_GUARANTEES)
+        if "failure_mode" in raw:
+            args["failure_mode"] = v.string(raw["failure_mode"], "application.failure_mode", m.FAILURE_MODES)
+        if "bounces" in raw:
+            args["bounces"] = v.integer(raw["bounces"], "application.bounces", 1)
+        _application_numbers(v, raw, ("bounce_after_s", "down_s"), args)
+        if nodes < 2:
+            v.fail("topology.nodes", "2 or more: the leader a streams_broker_bounce chases needs a follower to "
+                   "take over", nodes)
+        # its topics have the fixed names SmokeTestDriver writes and reads: the run creates them
+        return m.ApplicationDef(**args), []
     if kind == "streams_smoke":
         if "processing_guarantee" in raw:
             args["processing_guarantee"] = v.string(raw["processing_guarantee"], "application.processing_guarantee",
@@ -829,12 +853,7 @@ def _application(v: "_V", raw: Any, nodes: int) -> tuple[m.ApplicationDef, list[
                 "bounce_rounds"):
         if key in raw:
             args[key] = v.integer(raw[key], f"application.{key}", 1)
-    for key in ("bounce_after_s", "down_s", "progress_percent", "copy_timeout_s"):
-        if key in raw:
-            x = raw[key]
-            if isinstance(x, bool) or not isinstance(x, (int, float)) or x < 0:
-                v.fail(f"application.{key}", "a number >= 0", x)
-            args[key] = float(x)
+    _application_numbers(v, raw, ("bounce_after_s", "down_s", "progress_percent", "copy_timeout_s"), args)
     if args.get("check_order", d.check_order):
         args["messages"] = args.get("messages", d.messages) // 3
         args["input_partitions"] = args["output_partitions"] = 1

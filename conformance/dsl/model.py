@@ -415,7 +415,8 @@ class RegressionDef:
 
 
 # ----------------------------------------------------------------------------- applications
-#: What a transactions_test cell bounces, and how (transactions_test.py's matrix).
+#: What a transactions_test cell bounces, and how (transactions_test.py's matrix; a
+#: streams_broker_bounce cell's failure_mode too).
 BOUNCE_TARGETS = ("brokers", "clients", "none")
 FAILURE_MODES = ("clean_bounce", "hard_bounce")
 
@@ -424,13 +425,18 @@ FAILURE_MODES = ("clean_bounce", "hard_bounce")
 PROCESSING_GUARANTEES = ("exactly_once_v2", "at_least_once")
 
 #: The applications a case may run (conformance/apps/: one module each).
-APPLICATIONS = ("transactions_test", "streams_smoke", "connect_eos_source", "flink_eos")
+APPLICATIONS = ("transactions_test", "streams_smoke", "streams_broker_bounce", "connect_eos_source", "flink_eos")
 #: An application row's client: the applications run Kafka's Java client (kafka-tools, Kafka
 #: Streams, Kafka Connect).
 APPLICATION_CLIENT = "java"
-#: The `application:` keys of each kind but transactions_test (whose keys are the rest); a key
-#: of another kind is an error.
-KIND_KEYS = {"streams_smoke": frozenset({"processing_guarantee", "crash"}),
+#: The `application:` keys of each kind (besides `kind`); a key of another kind is an error.
+KIND_KEYS = {"transactions_test": frozenset({
+                 "bounce_target", "failure_mode", "use_group_metadata", "check_order", "messages", "input_partitions",
+                 "output_partitions", "transaction_size", "transaction_timeout_ms", "bounce_after_s", "down_s",
+                 "bounce_rounds", "progress_percent", "copy_timeout_s"}),
+             "streams_smoke": frozenset({"processing_guarantee", "crash"}),
+             "streams_broker_bounce": frozenset({"processing_guarantee", "failure_mode", "bounce_after_s", "down_s",
+                                                 "bounces"}),
              "connect_eos_source": frozenset({"lines", "write_s", "kills", "kill_every"}),
              "flink_eos": frozenset({"records", "record_delay_ms"})}
 
@@ -441,6 +447,8 @@ class ApplicationDef:
     docs/applications.md). `kind` transactions_test: Kafka's transactions system test, one cell
     of its matrix (bounce_target x failure_mode x use_group_metadata x check_order); `kind`
     streams_smoke: Kafka Streams' smoke system test, one cell (processing_guarantee x crash);
+    `kind` streams_broker_bounce: Kafka Streams' broker bounce system test, one cell (the leader
+    of `data`'s partition 0 chased `bounces` times, cleanly or hard, while the smoke test runs);
     `kind` connect_eos_source: a Connect worker with exactly-once source support, killed while
     it copies a file; `kind` flink_eos: a Flink job (KafkaSource -> KafkaSink EXACTLY_ONCE), a
     task failure, then the job killed and restored from its last checkpoint."""
@@ -470,10 +478,13 @@ class ApplicationDef:
     output_partitions: int = 3
     transaction_size: int = 750
     transaction_timeout_ms: int = 40_000
-    #: Broker bounces: seconds after the copiers started that the first one begins, and how long
-    #: a killed broker stays down (ducktape: 23 s, which outlasts the copy; module doc of apps/transactions.py).
+    #: Broker bounces: seconds after the copiers (streams_broker_bounce: the processor) started
+    #: that the first one begins, and how long a killed broker stays down (ducktape: 23 s, which
+    #: outlasts the copy; module doc of apps/transactions.py).
     bounce_after_s: float = 1.0
     down_s: float = 3.0
+    #: streams_broker_bounce: how many times the leader is chased (streams_broker_bounce_test: 5).
+    bounces: int = 5
     #: Client bounces: rounds over the copiers, and the progress each makes before its restart.
     bounce_rounds: int = 3
     progress_percent: float = 20.0
@@ -481,7 +492,7 @@ class ApplicationDef:
 
     def node_actions(self) -> set[str]:
         """Target capabilities the bounces use."""
-        if self.bounce_target != "brokers":
+        if self.bounce_target != "brokers" and self.kind != "streams_broker_bounce":
             return set()
         return {"restart", "stop_node" if self.failure_mode == "clean_bounce" else "kill"}
 
