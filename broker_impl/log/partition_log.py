@@ -373,8 +373,14 @@ class PartitionLog:
         """Drop everything at and after ``offset`` (UnifiedLog.truncateTo): a follower cuts what
         the leader never had. The batch holding ``offset`` goes whole; producer state is reloaded
         from the newest snapshot below the new end and the batches after it; the epoch cache and
-        the high watermark follow. Returns the new log end offset."""
+        the high watermark follow. Returns the new log end offset.
+
+        At or past the end nothing is cut, but the epoch cache still drops the epochs that
+        start at the end (UnifiedLog.truncateTo does the same): a replica that led an epoch
+        without appending to it holds an entry the new leader never had, and its every fetch
+        would name that epoch and be told to truncate again, for ever -- never back in the ISR."""
         if offset >= self._leo:
+            self.leader_epoch_cache.truncate_from_end(self._leo)
             return self._leo
         if offset < self.log_start_offset:
             self.truncate_fully_and_start_at(offset, now_ms)

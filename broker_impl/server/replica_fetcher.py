@@ -135,7 +135,8 @@ class ReplicaFetcher:
         if target < leo:
             log.info("%s-%d: diverging at epoch %d: truncating from %d to %d (leader %d epoch %d)", topic,
                      st.partition.index, epoch, leo, target, self.leader_id, st.leader_epoch)
-            plog.truncate_to(target)
+        # also at the end: the epoch cache forgets an epoch this replica led without appending
+        plog.truncate_to(target)
 
     async def _reset_out_of_range(self, states: dict[tuple[str, int], FetchState]) -> None:
         """Kafka's fetchOffsetAndTruncate: the leader's log end (ListOffsets latest, as a

@@ -120,6 +120,23 @@ def test_truncate_drops_batches_txn_state_and_epochs(tmp_path):
     again.close()
 
 
+def test_truncate_to_the_end_forgets_an_epoch_led_without_appending(tmp_path):
+    """A replica led epoch 1 and wrote nothing in it (its cache says epoch 1 starts at 2); as a
+    follower it is told epoch 0 ends at 2: nothing to cut, but epoch 1 must go (UnifiedLog.truncateTo),
+    else every fetch names epoch 1 again -- and it must stay gone after a restart."""
+    log = _leader(tmp_path)
+    log.append(kp_batch(2), now_ms=NOW)                                          # 0-1, epoch 0
+    log.leader_epoch_cache.assign(1, log.log_end_offset)                         # led epoch 1: nothing written
+    assert log.leader_epoch_cache.entries() == [(0, 0), (1, 2)]
+    assert log.truncate_to(2, now_ms=NOW) == 2 and log.log_end_offset == 2
+    assert log.leader_epoch_cache.entries() == [(0, 0)]
+    assert log.truncate_to(7, now_ms=NOW) == 2                                   # past the end: nothing
+    log.close()
+    again = PartitionLog(str(tmp_path / "leader"), {}, now_ms=NOW)
+    assert again.leader_epoch_cache.entries() == [(0, 0)]
+    again.close()
+
+
 def test_truncate_inside_a_batch_drops_it_whole_and_segments_after(tmp_path):
     log = PartitionLog(str(tmp_path / "t-0"), {"segment.bytes": "400"}, now_ms=NOW)
     for _ in range(6):
