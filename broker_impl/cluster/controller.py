@@ -69,6 +69,8 @@ class QuorumController:
         config.values.update(self.image.broker_defaults)
         #: broker id -> (monotonic) time of its last registration or heartbeat
         self.last_contact: dict[int, float] = {}
+        #: broker id -> the metadata offset that moved its leaderships away (controlled shutdown)
+        self.shutdown_offsets: dict[int, int] = {}
         self.listeners: list[Callable[[MetadataImage], None]] = []
         self._next_placement = 0
 
@@ -96,6 +98,7 @@ class QuorumController:
         old = self.image.brokers.get(broker_id)
         if old is not None and old.incarnation_id == incarnation_id:
             return Errors.NONE, old.broker_epoch        # the same start asking again
+        self.shutdown_offsets.pop(broker_id, None)
         if old is not None and not old.fenced:
             log.info("broker %d registers a new incarnation: fencing the old one", broker_id)
             self._fence(broker_id)
@@ -120,7 +123,11 @@ class QuorumController:
                 reg.in_controlled_shutdown = True
                 self._move_away(broker_id)
                 self._commit(f"controlled shutdown of broker {broker_id}")
-            return Errors.NONE, reg.fenced, True
+                self.shutdown_offsets[broker_id] = self.image.offset
+            # Kafka's controller lets the broker go only once it applied the change that took its
+            # leaderships away: until then it answers NOT_LEADER_OR_FOLLOWER, and a client's
+            # request in flight gets that answer rather than a closed connection
+            return Errors.NONE, reg.fenced, metadata_offset >= self.shutdown_offsets.get(broker_id, -1)
         if reg.fenced and metadata_offset >= reg.broker_epoch:
             reg.fenced = False
             self._elect_leaderless(broker_id)
@@ -296,11 +303,35 @@ class QuorumController:
     # ================================================================== AlterPartition
     def alter_partition(self, broker_id: int, broker_epoch: int, topic_name: str, index: int, leader_epoch: int,
                         partition_epoch: int, new_isr: list[int], now: float) -> tuple[Errors, PartitionRegistration | None]:
+        """One partition's AlterPartition (alter_partitions with one item)."""
+        return self.alter_partitions(broker_id, broker_epoch, [(topic_name, index, leader_epoch, partition_epoch,
+                                                                new_isr)], now)[0]
+
+    def alter_partitions(self, broker_id: int, broker_epoch: int,
+                         items: list[tuple[str, int, int, int, list[int]]],
+                         now: float) -> list[tuple[Errors, PartitionRegistration | None]]:
+        """AlterPartition as Kafka's AlterPartitionManager sends it: every ISR change a leader has
+        pending, (topic, partition, leader epoch, partition epoch, ISR) each, answered item by
+        item and committed as one metadata change -- a bounce makes a leader propose the
+        restarted replica back into the ISR of every partition at once, and a commit per item
+        (a durable image and an image to every broker each) kept the controller from answering
+        heartbeats in time (measured: live brokers fenced for missed heartbeats)."""
         reg = self.image.brokers.get(broker_id)
         if reg is None or reg.broker_epoch != broker_epoch:
-            return Errors.STALE_BROKER_EPOCH, None
+            return [(Errors.STALE_BROKER_EPOCH, None)] * len(items)
         if not self.has_quorum(now):
-            return Errors.REQUEST_TIMED_OUT, None
+            return [(Errors.REQUEST_TIMED_OUT, None)] * len(items)
+        out, changed = [], []
+        for topic_name, index, leader_epoch, partition_epoch, new_isr in items:
+            err, reg_out = self._alter_one(broker_id, topic_name, index, leader_epoch, partition_epoch, new_isr,
+                                           changed)
+            out.append((err, reg_out))
+        if changed:
+            self._commit(f"alter partitions {', '.join(changed)}")
+        return out
+
+    def _alter_one(self, broker_id: int, topic_name: str, index: int, leader_epoch: int, partition_epoch: int,
+                   new_isr: list[int], changed: list[str]) -> tuple[Errors, PartitionRegistration | None]:
         topic = self.image.topics.get(topic_name)
         if topic is None or not 0 <= index < len(topic.partitions):
             return Errors.UNKNOWN_TOPIC_OR_PARTITION, None
@@ -319,7 +350,7 @@ class QuorumController:
         new.isr = [r for r in part.replicas if r in new_isr]
         if self._apply(topic, index, new):
             log.info("%s-%d: ISR %s -> %s (leader %d)", topic_name, index, part.isr, new.isr, broker_id)
-            self._commit(f"alter partition {topic_name}-{index}")
+            changed.append(f"{topic_name}-{index}")
         return Errors.NONE, topic.partitions[index].copy()
 
     # ================================================================== producer ids

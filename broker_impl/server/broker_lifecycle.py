@@ -174,13 +174,26 @@ class BrokerLifecycleManager:
 
     # ------------------------------------------------------------------ shutting down
     async def controlled_shutdown(self, timeout_s: float = 5.0) -> None:
-        """Ask the controller to move every leadership away before this broker stops."""
+        """Ask the controller to move every leadership away before this broker stops, and ask
+        again every CONTROLLED_SHUTDOWN_RECHECK_S until it lets the broker go -- once the broker
+        applied the image that took its leaderships (Kafka's PENDING_CONTROLLED_SHUTDOWN), so that
+        the requests in flight meanwhile are answered NOT_LEADER_OR_FOLLOWER, not cut off."""
         if self._chan is None or self.broker_epoch < 0:
             return
         self._shutting_down = True
-        try:
-            await self.request("heartbeat", timeout_s=timeout_s, broker_id=self.broker.node_id,
-                               broker_epoch=self.broker_epoch, metadata_offset=self.applied_offset,
-                               want_shut_down=True)
-        except ControllerUnavailable as exc:
-            log.warning("controlled shutdown not acknowledged: %s", exc)
+        deadline = trio.current_time() + timeout_s
+        while True:
+            try:
+                r = await self.request("heartbeat", timeout_s=max(deadline - trio.current_time(), 0.1),
+                                       broker_id=self.broker.node_id, broker_epoch=self.broker_epoch,
+                                       metadata_offset=self.applied_offset, want_shut_down=True)
+            except ControllerUnavailable as exc:
+                log.warning("controlled shutdown not acknowledged: %s", exc)
+                return
+            if r.get("should_shut_down") or r.get("error") != Errors.NONE:
+                return
+            if trio.current_time() >= deadline:
+                log.warning("controlled shutdown: the controller did not let broker %d go within %.0f s",
+                            self.broker.node_id, timeout_s)
+                return
+            await trio.sleep(CONTROLLED_SHUTDOWN_RECHECK_S)

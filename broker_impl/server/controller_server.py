@@ -64,13 +64,20 @@ class ControllerServer:
         self.sessions: set[_Session] = set()
         self.propagation_max_s = config.int(PROPAGATION) / 1000.0
         self._random = random.Random()
+        self._sent_image: tuple[int, dict] | None = None
 
     # ------------------------------------------------------------------ publishing
     def _image_message(self, image: MetadataImage) -> dict:
-        return {"op": "metadata", "image": image.to_dict()}
+        """The image as it goes to brokers, made once per metadata offset for every session."""
+        if self._sent_image is None or self._sent_image[0] != image.offset:
+            self._sent_image = (image.offset, {"op": "metadata", "image": image.to_dict()})
+        return self._sent_image[1]
 
     def _publish(self, image: MetadataImage) -> None:
-        msg = self._image_message(image)
+        """A new image for every broker: queued as a mark of its offset; the writer sends the
+        newest image when it comes to it, and drops a mark an image already sent covers -- a
+        broker that falls behind a burst of changes gets the latest image once, not each one."""
+        msg = {"op": "metadata", "offset": image.offset}
         for s in self.sessions:
             if s.broker_id is not None:
                 self._enqueue(s, msg)
@@ -123,9 +130,18 @@ class ControllerServer:
         """What goes to one broker, in order: an image waits its propagation delay first (and
         what was queued behind it waits with it, so the broker never sees a reply that depends
         on an image before the image)."""
+        sent_offset: int | None = None
         try:
             async for msg, not_before in session.outbox:
-                if not_before > trio.current_time():
+                if msg.get("op") == "metadata":
+                    offset = msg.get("offset", msg.get("image", {}).get("offset", -1))
+                    if sent_offset is not None and offset <= sent_offset:
+                        continue
+                    if not_before > trio.current_time():
+                        await trio.sleep_until(not_before)
+                    msg = self._image_message(self.controller.image)
+                    sent_offset = self.controller.image.offset
+                elif not_before > trio.current_time():
                     await trio.sleep_until(not_before)
                 await chan.send(msg)
         except ChannelClosed:
@@ -161,10 +177,12 @@ class ControllerServer:
             elif op == "alter_broker_defaults":
                 reply.update(self._admin(lambda: {"configs": c.alter_broker_defaults(
                     [tuple(o) for o in msg["ops"]], msg.get("validate_only", False), now)}))
-            elif op == "alter_partition":
-                err, reg = c.alter_partition(msg["broker_id"], msg["broker_epoch"], msg["topic"], msg["partition"],
-                                             msg["leader_epoch"], msg["partition_epoch"], msg["isr"], now)
-                reply.update(error=int(err), partition=None if reg is None else reg.__dict__)
+            elif op == "alter_partitions":
+                results = c.alter_partitions(msg["broker_id"], msg["broker_epoch"],
+                                             [(i["topic"], i["partition"], i["leader_epoch"], i["partition_epoch"],
+                                               i["isr"]) for i in msg["items"]], now)
+                reply.update(error=0, results=[{"error": int(err), "partition": None if reg is None else reg.__dict__}
+                                               for err, reg in results])
             elif op == "elect_leaders":
                 reply.update(self._elect_leaders(msg["preferred"], msg["topics"], now))
             elif op == "alter_user_scram_credentials":

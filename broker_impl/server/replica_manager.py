@@ -81,6 +81,9 @@ class ReplicaManager:
         self.fetchers: dict[int, ReplicaFetcher] = {}
         #: internal-topic partitions this broker leads, at which leader epoch (coordinators)
         self._coordinator_epochs: dict[tuple[str, int], int] = {}
+        #: ISR proposals not yet sent, and whether an AlterPartition is in flight (_propose_isr)
+        self._isr_proposals: dict[tuple[str, int], tuple[Partition, list[int]]] = {}
+        self._alter_in_flight = False
 
     # ================================================================== partitions
     def new_partition(self, topic: str, index: int, log_=None) -> Partition:
@@ -211,7 +214,7 @@ class ReplicaManager:
         hw = part.log.high_watermark
         proposal = part.update_follower_fetch_state(replica_id, fetch_offset, log_start_offset=log_start_offset)
         if proposal is not None:
-            self.broker.nursery.start_soon(self._alter_partition, part, proposal)
+            self._propose_isr(part, proposal)
         if part.log.high_watermark != hw:
             self.broker.notify_append()
 
@@ -226,24 +229,43 @@ class ReplicaManager:
                     proposal = part.maybe_shrink_isr(now)
                     if proposal is not None:
                         log.info("%s-%d: shrinking ISR from %s to %s", part.topic, part.index, part.isr, proposal)
-                        self.broker.nursery.start_soon(self._alter_partition, part, proposal)
+                        self._propose_isr(part, proposal)
 
-    async def _alter_partition(self, part: Partition, isr: list[int]) -> None:
+    def _propose_isr(self, part: Partition, isr: list[int]) -> None:
+        """Queue an ISR proposal for the controller. As Kafka's AlterPartitionManager: one
+        AlterPartition in flight per broker, carrying every proposal queued meanwhile -- a
+        restarted follower catches up on every partition at once, and the controller commits
+        the whole batch as one metadata change."""
+        self._isr_proposals[(part.topic, part.index)] = (part, isr)
+        if not self._alter_in_flight:
+            self._alter_in_flight = True
+            self.broker.nursery.start_soon(self._send_isr_proposals)
+
+    async def _send_isr_proposals(self) -> None:
         lifecycle = self.broker.lifecycle
         try:
-            r = await lifecycle.request("alter_partition", broker_id=self.local_id, broker_epoch=lifecycle.broker_epoch,
-                                        topic=part.topic, partition=part.index, leader_epoch=part.leader_epoch,
-                                        partition_epoch=part.partition_epoch, isr=isr)
-        except ControllerUnavailable as exc:
-            log.warning("%s-%d: AlterPartition %s not sent: %s", part.topic, part.index, isr, exc)
-            part.on_alter_partition_response(Errors.REQUEST_TIMED_OUT, None)
-            return
-        err = Errors(r["error"])
-        reg = PartitionRegistration(**r["partition"]) if r.get("partition") else None
-        if err != Errors.NONE:
-            log.info("%s-%d: AlterPartition %s refused: %s", part.topic, part.index, isr, err.name)
-        part.on_alter_partition_response(err, reg)
-        self.broker.notify_append()
+            while self._isr_proposals:
+                batch = list(self._isr_proposals.values())
+                self._isr_proposals = {}
+                items = [{"topic": p.topic, "partition": p.index, "leader_epoch": p.leader_epoch,
+                          "partition_epoch": p.partition_epoch, "isr": isr} for p, isr in batch]
+                try:
+                    r = await lifecycle.request("alter_partitions", broker_id=self.local_id,
+                                                broker_epoch=lifecycle.broker_epoch, items=items)
+                except ControllerUnavailable as exc:
+                    for part, isr in batch:
+                        log.warning("%s-%d: AlterPartition %s not sent: %s", part.topic, part.index, isr, exc)
+                        part.on_alter_partition_response(Errors.REQUEST_TIMED_OUT, None)
+                    continue
+                for (part, isr), res in zip(batch, r["results"]):
+                    err = Errors(res["error"])
+                    reg = PartitionRegistration(**res["partition"]) if res.get("partition") else None
+                    if err != Errors.NONE:
+                        log.info("%s-%d: AlterPartition %s refused: %s", part.topic, part.index, isr, err.name)
+                    part.on_alter_partition_response(err, reg)
+                self.broker.notify_append()
+        finally:
+            self._alter_in_flight = False
 
     # ================================================================== appends
     async def append_records(self, entries: dict[Partition, Any], *, acks: int, timeout_ms: int,

@@ -111,6 +111,31 @@ def test_restart_within_the_session_fences_the_old_incarnation(tmp_path):
     assert c.image.brokers[1].fenced and p.leader == 2 and p.isr == [2, 3]
 
 
+def test_alter_partitions_answers_each_item_and_commits_the_batch_once(tmp_path):
+    """A leader's pending ISR changes in one AlterPartition (Kafka's AlterPartitionManager):
+    one metadata change for the batch, each item answered by its own checks."""
+    c = _cluster(tmp_path)
+    for name in ("t1", "t2", "t3"):
+        c.create_topic(name, 1, 3, {})
+    published: list[int] = []
+    c.listeners.append(lambda image: published.append(image.offset))
+    leaders = {n: c.image.partition(n, 0).leader for n in ("t1", "t2", "t3")}
+    lead = leaders["t1"]
+    mine = [n for n, leader in leaders.items() if leader == lead]
+    epoch = c.image.brokers[lead].broker_epoch
+    items = [(n, 0, c.image.partition(n, 0).leader_epoch, c.image.partition(n, 0).partition_epoch, [lead])
+             for n in mine]
+    items.append(("t1", 0, 99, 0, [lead]))                # a stale leader epoch: refused alone
+    items.append(("nope", 0, 0, 0, [lead]))
+    results = c.alter_partitions(lead, epoch, items, now=0.1)
+    assert [e for e, _ in results[:len(mine)]] == [Errors.NONE] * len(mine)
+    assert [e for e, _ in results[len(mine):]] == [Errors.FENCED_LEADER_EPOCH, Errors.UNKNOWN_TOPIC_OR_PARTITION]
+    assert all(c.image.partition(n, 0).isr == [lead] for n in mine)
+    assert len(published) == 1                            # one commit for the batch
+    assert c.alter_partitions(lead, epoch - 1, items[:1], now=0.2)[0][0] == Errors.STALE_BROKER_EPOCH
+    assert len(published) == 1                            # nothing changed, nothing committed
+
+
 def test_alter_partition_epoch_checks(tmp_path):
     c = _cluster(tmp_path)
     c.create_topic("t1", 1, 3, {})
@@ -133,13 +158,21 @@ def test_alter_partition_epoch_checks(tmp_path):
         == Errors.INELIGIBLE_REPLICA
 
 
-def test_controlled_shutdown_moves_leadership_at_once(tmp_path):
+def test_controlled_shutdown_moves_leadership_at_once_and_lets_go_once_applied(tmp_path):
+    """The leaderships move at the first heartbeat asking to shut down; the broker may stop only
+    once it reports the metadata offset of that change (Kafka's PENDING_CONTROLLED_SHUTDOWN)."""
     c = _cluster(tmp_path)
     c.create_topic("t1", 1, 3, {})
     e1 = c.image.brokers[1].broker_epoch
-    assert c.heartbeat(1, e1, c.image.offset, True, now=0.5) == (Errors.NONE, False, True)
+    before = c.image.offset
+    assert c.heartbeat(1, e1, before, True, now=0.5) == (Errors.NONE, False, False)
     p = c.image.partition("t1", 0)
-    assert p.leader == 2 and 1 not in p.isr
+    assert p.leader == 2 and 1 not in p.isr and c.image.offset > before
+    assert c.heartbeat(1, e1, before, True, now=0.6) == (Errors.NONE, False, False)      # not applied yet
+    assert c.heartbeat(1, e1, c.image.offset, True, now=0.7) == (Errors.NONE, False, True)
+    # a new incarnation of the broker starts over
+    c.register_broker(1, "inc-1-again", "127.0.0.1", 9001, now=1.0)
+    assert 1 not in c.shutdown_offsets
 
 
 def test_combined_quorum_needs_a_majority_of_the_nodes(tmp_path):

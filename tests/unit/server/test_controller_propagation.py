@@ -1,7 +1,8 @@
 """The controller's metadata images reach each broker after a delay of their own
 (``kconform.metadata.propagation.max.ms``, server/controller_server.py): drawn per broker from
-the time of publishing -- a burst of images does not add up -- and never ahead of what was
-queued before them. On trio's MockClock: no sockets, virtual time."""
+the time of publishing -- a burst of images does not add up, and a broker behind a burst gets
+the newest image once -- and never ahead of what was queued before them. On trio's MockClock:
+no sockets, virtual time."""
 from __future__ import annotations
 
 import trio
@@ -55,19 +56,37 @@ def test_an_image_waits_its_delay_and_what_follows_waits_behind_it(tmp_path) -> 
     assert 0.0 <= got[0][0] <= 0.2 and got[1][0] >= got[0][0]
 
 
-def test_a_burst_of_images_arrives_within_one_delay_of_its_start(tmp_path) -> None:
+def commit(server) -> None:
+    """A metadata change: the next offset, published."""
+    server.controller.image.offset += 1
+    server._publish(server.controller.image)
+
+
+def test_a_burst_of_images_arrives_within_one_delay_of_its_start_as_the_newest_image(tmp_path) -> None:
     def queue(server, _session):
         for _ in range(50):
-            server._publish(server.controller.image)
+            commit(server)
 
     got = deliver(controller(tmp_path, 100), queue)
-    assert len(got) == 50 and 0.05 < got[-1][0] <= 0.1 + 1e-9     # held back, but not 50 times over
+    assert 1 <= len(got) < 50 and 0.0 < got[-1][0] <= 0.1 + 1e-9     # held back, but not 50 times over
+    assert got[-1][1]["image"]["offset"] == 49                          # the newest change arrived
     assert [t for t, _ in got] == sorted(t for t, _ in got)
+
+
+def test_a_mark_an_image_already_sent_covers_is_dropped_but_a_reply_is_not(tmp_path) -> None:
+    def queue(server, session):
+        commit(server)
+        commit(server)
+        session.send.send_nowait(({"id": 8, "error": 0}, 0.0))
+
+    got = deliver(controller(tmp_path, 0), queue)
+    assert [m.get("op", m.get("id")) for _, m in got] == ["metadata", 8]
+    assert got[0][1]["image"]["offset"] == 1
 
 
 def test_without_a_delay_every_image_goes_at_once(tmp_path) -> None:
     def queue(server, _session):
         for _ in range(5):
-            server._publish(server.controller.image)
+            commit(server)
 
     assert {t for t, _ in deliver(controller(tmp_path, 0), queue)} == {0.0}
