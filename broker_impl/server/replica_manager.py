@@ -257,7 +257,9 @@ class ReplicaManager:
                         log.warning("%s-%d: AlterPartition %s not sent: %s", part.topic, part.index, isr, exc)
                         part.on_alter_partition_response(Errors.REQUEST_TIMED_OUT, None)
                     continue
-                for (part, isr), res in zip(batch, r["results"]):
+                # a refusal of the whole request (a malformed one) answers every item with its error
+                results = r.get("results") or [{"error": r.get("error", int(Errors.UNKNOWN_SERVER_ERROR))}] * len(batch)
+                for (part, isr), res in zip(batch, results):
                     err = Errors(res["error"])
                     reg = PartitionRegistration(**res["partition"]) if res.get("partition") else None
                     if err != Errors.NONE:
