@@ -105,6 +105,11 @@ class Broker:
                                     self.replica_manager.new_partition, creates_topics=not self.is_cluster,
                                     log_config=config.log_config)
         self._appended = trio.Event()
+        #: set once the broker may answer requests: at once alone, after its first metadata
+        #: catch-up in a cluster (server/broker_lifecycle)
+        self.requests_enabled = trio.Event()
+        if not self.is_cluster:
+            self.requests_enabled.set()
         self._hooks_closed: list = []
         self.nursery: trio.Nursery | None = None
         self.lifecycle = BrokerLifecycleManager(self) if self.is_cluster else None

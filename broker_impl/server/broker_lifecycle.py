@@ -122,6 +122,10 @@ class BrokerLifecycleManager:
                         self.broker.replica_manager.apply_image(image)
                         self.broker.scram_credentials.load_changes(image.scram)
                         self.applied_offset = image.offset
+                    if 0 <= self.broker_epoch <= self.applied_offset:
+                        # caught up with the metadata up to its registration: Kafka's broker opens
+                        # request processing here (SocketServer.enableRequestProcessing)
+                        self.broker.requests_enabled.set()
                     if self.fenced:
                         self._beat_now.set()
                     continue

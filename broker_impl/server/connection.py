@@ -135,6 +135,11 @@ async def serve_connection(broker, stream: trio.SocketStream, listener: Listener
         peer = "?"
     broker.connections[conn_id] = peer
     try:
+        # a broker of a cluster answers nothing before its first catch-up with the metadata (the
+        # connection waits, as on Kafka's listener before enableRequestProcessing): a topic it
+        # has not learnt yet would read UNKNOWN_TOPIC_OR_PARTITION
+        if not broker.requests_enabled.is_set():
+            await broker.requests_enabled.wait()
         # TLS, then SASL (server/authenticator): no frame reaches a handler before both succeed
         stream, principal = await secure(listener, stream)
         reader = FrameReader(stream, broker.config.int("socket.request.max.bytes"))

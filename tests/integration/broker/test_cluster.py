@@ -5,6 +5,7 @@ quorum. Real processes, real sockets, kill -9."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -172,3 +173,34 @@ def test_a_consumer_group_fails_over_with_its_coordinator(cluster):
     r = _wait("the new coordinator", lambda: (lambda a: a if a.error_code == 0 else None)(heartbeat(
         successor, member_epoch=epoch, rebalance_timeout_ms=-1, subscribed_topic_names=None, topic_partitions=owned)))
     assert (r.error_code, r.member_epoch) == (Errors.NONE, epoch)
+
+
+def test_a_restarted_broker_answers_only_once_it_caught_up_with_the_metadata(cluster):
+    """Kafka's broker opens request processing only after its first catch-up with the metadata
+    log: a client that reaches a restarted node early waits for its answer, and never hears
+    UNKNOWN_TOPIC_OR_PARTITION for a topic the cluster has (found by
+    apps/streams_broker_bounce: TxnOffsetCommit and Produce refused that way right after a
+    bounce). Metadata is asked on the node's own port, again and again, while it restarts."""
+    target, _ = cluster([TopicSpec("t", 1, 3)])
+    node = target.node_ids()[-1]
+    address = target.addresses[node]
+    target.kill(node)
+    answers: list[int] = []
+    done = threading.Event()
+
+    def probe() -> None:
+        for _ in range(2000):                      # bounded: the restart ends it well before
+            if done.is_set():
+                return
+            try:
+                answers.append(wire.metadata(address, ["t"], timeout=20.0).topics["t"].error_code)
+            except wire.WireError:
+                time.sleep(0.01)                   # not listening yet
+
+    prober = threading.Thread(target=probe, daemon=True)
+    prober.start()
+    target.restart(node)
+    time.sleep(1.0)
+    done.set()
+    prober.join(30)
+    assert answers and set(answers) == {0}, answers[:10]
