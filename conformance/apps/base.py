@@ -152,6 +152,24 @@ class ApplicationRun:
             time.sleep(0.2)
         return None
 
+    def chase_leader(self, topic: str, partition: int, times: int, clean: bool,
+                     busy: Callable[[], bool]) -> list[dict]:
+        """streams_broker_bounce_test's bounce: `times` times, the partition's leader found,
+        stopped or killed and started again, its ISR (replication min(nodes, 3)) awaited whole
+        before the next; each bounce `landed` when `busy()` said the application was at work."""
+        rf = min(self.case.topology.nodes, 3)
+        out: list[dict] = []
+        for n in range(times):
+            leader = self.leader_of(topic, partition)
+            if leader is None:
+                out.append({"bounce": n + 1, "landed": False, "skipped": f"no leader of {topic}-{partition}"})
+                continue
+            working = busy()
+            entry = {"bounce": n + 1, **self.bounce_node(leader, clean)}
+            entry.update({"isr_full_after_s": self.isr_full([(topic, partition, rf)]), "landed": working})
+            out.append(entry)
+        return out
+
     def live_tools(self) -> list[Tool]:
         """Every program the run started (close() kills those still running)."""
         return list(self.tools)

@@ -16,9 +16,13 @@ What happens, and why it tests the broker:
   configuration: it finds the connector in its config topic and the task resumes from the last
   committed position -- whatever the killed task wrote after that is in an aborted transaction
   or was never written;
+- with `bounce_target: brokers`, while the copy goes the leader of the output's partition is
+  chased `bounces` times as streams_broker_bounce_test.py chases one (found, stopped or killed,
+  started again, its ISR whole before the next): the task's transactions, their markers and the
+  offsets topic's writes meet leader changes;
 - verdict: once the writer is done, a read_committed reader of the whole output must see every
-  line exactly once, in file order (one task, one partition), and every kill must have landed
-  while the copy was going.
+  line exactly once, in file order (one task, one partition), and every kill and bounce must
+  have landed while the copy was going.
 
 The topics and the group carry the row's namespace; the connector's transactional ids derive
 from the group (`<group>-<connector>-<task>`).
@@ -91,6 +95,7 @@ class ConnectEosRun(ApplicationRun):
         self.worker: Tool | None = None
         self.rest_port = 0
         self.kills: list[dict] = []
+        self.bounces: list[dict] = []
         self.worker_starts = 0
         self.writer_done = threading.Event()
         self.written = 0
@@ -164,6 +169,14 @@ class ConnectEosRun(ApplicationRun):
         copy_t0 = self.elapsed()
         writer.start()
         concurrent = self.reader(self.tools_classpath, OUTPUT, "concurrent_reader", DRAIN_TIMEOUT_S)
+        bouncer = None
+        if a.bounce_target == "brokers":
+            # landed: the output did not hold every line yet
+            bouncer = threading.Thread(
+                target=lambda: self.bounces.extend(self.chase_leader(
+                    self.ns.name(OUTPUT), 0, a.bounces, a.failure_mode == "clean_bounce",
+                    lambda: concurrent.count < a.lines)), daemon=True, name="connect-bounces")
+            bouncer.start()
         for n in range(a.kills):
             target = (n + 1) * a.kill_every
             end = time.monotonic() + PROGRESS_TIMEOUT_S
@@ -183,6 +196,8 @@ class ConnectEosRun(ApplicationRun):
             entry["back_after_s"] = round(self.elapsed() - at, 2)
             self.kills.append(entry)
         writer.join(a.write_s + 60)
+        if bouncer is not None:
+            bouncer.join(a.bounces * 120)
         copy_s = round(self.elapsed() - copy_t0, 2)
         self._phase("verify")
         inputs = list(range(a.lines))
@@ -192,13 +207,22 @@ class ConnectEosRun(ApplicationRun):
         checks += self.read_checks("output", inputs, final_vals)
         checks += self.read_checks("concurrent", inputs, concurrent_vals)
         landed = sum(1 for k in self.kills if k.get("landed"))
-        checks.append(Check("kills_landed", landed == a.kills and all(k.get("back") for k in self.kills),
-                            f"{landed} of {a.kills} worker kills landed while the copy was going, "
-                            f"{sum(1 for k in self.kills if k.get('back'))} restarts answered"))
+        if a.kills:
+            checks.append(Check("kills_landed", landed == a.kills and all(k.get("back") for k in self.kills),
+                                f"{landed} of {a.kills} worker kills landed while the copy was going, "
+                                f"{sum(1 for k in self.kills if k.get('back'))} restarts answered"))
+        bounced = sum(1 for b in self.bounces if b.get("landed"))
+        if a.bounce_target == "brokers":
+            checks.append(Check("bounces_landed", bounced == a.bounces,
+                                f"{bounced} of {a.bounces} {a.failure_mode}s of the leader of {OUTPUT}-0 landed "
+                                "while the copy was going"
+                                + "".join(f"; bounce {b['bounce']}: {b['skipped']}" for b in self.bounces
+                                          if "skipped" in b)))
         self.summary.update({"application": a.kind, "nodes": self.case.topology.nodes,
                              "program": self.program,
                              "lines": a.lines, "write_s": a.write_s, "copy_s": copy_s,
-                             "worker_starts": self.worker_starts, "kills": self.kills, "kills_landed": landed})
+                             "worker_starts": self.worker_starts, "kills": self.kills, "kills_landed": landed,
+                             "bounces": self.bounces, "bounces_landed": bounced})
         return checks
 
     def wire(self, lines: list[dict] | None) -> dict:

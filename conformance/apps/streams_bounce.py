@@ -50,23 +50,6 @@ class StreamsBrokerBounceRun(StreamsSmokeRun):
         super().__init__(*args, **kwargs)
         self.bounces: list[dict] = []
 
-    def _chase_leader(self, driver) -> None:
-        """`bounces` times: the leader of `data`-0 stopped or killed and started again, its ISR
-        whole before the next."""
-        a = self.app
-        clean = a.failure_mode == "clean_bounce"
-        rf = min(self.case.topology.nodes, 3)
-        for n in range(a.bounces):
-            leader = self.leader_of(CHASED, 0)
-            if leader is None:
-                self.bounces.append({"bounce": n + 1, "landed": False, "skipped": "no leader of data-0"})
-                continue
-            generating = driver.wait_for(VERIFYING, 0) is None
-            entry = {"bounce": n + 1, **self.bounce_node(leader, clean)}
-            entry.update({"isr_full_after_s": self.isr_full([(CHASED, 0, rf)]), "driver_generating": generating,
-                          "driver_running": driver.running(), "landed": generating and driver.running()})
-            self.bounces.append(entry)
-
     def run(self) -> list[Check]:
         a = self.app
         self.classpath = resolve_streams_tests(DEFAULT_KAFKA_VERSION)
@@ -91,7 +74,9 @@ class StreamsBrokerBounceRun(StreamsSmokeRun):
             return checks
         self._phase("bounces")
         if driver.wait_for(VERIFYING, a.bounce_after_s) is None:
-            self._chase_leader(driver)
+            # landed: the driver still writing (not yet verifying)
+            self.bounces = self.chase_leader(CHASED, 0, a.bounces, a.failure_mode == "clean_bounce",
+                                             lambda: driver.running() and driver.wait_for(VERIFYING, 0) is None)
         landed = sum(1 for b in self.bounces if b.get("landed"))
         checks.append(Check("bounces_landed", landed == a.bounces,
                             f"{landed} of {a.bounces} {a.failure_mode}s of the leader of {CHASED}-0 landed while "

@@ -771,6 +771,11 @@ APPLICATION_TOP_KEYS = TOP_KEYS - {"actors", "steps", "checks", "observe", "work
 APPLICATION_KEYS = {f.name for f in dataclasses.fields(m.ApplicationDef)}
 
 
+def _chased_leader_needs_followers(v: "_V", nodes: int) -> None:
+    if nodes < 2:
+        v.fail("topology.nodes", "2 or more: a chased leader needs a follower to take over", nodes)
+
+
 def _application_numbers(v: "_V", raw: dict, keys: tuple[str, ...], args: dict[str, Any]) -> None:
     """The `application:` keys among `keys` that are numbers >= 0 (seconds, a percentage)."""
     for key in keys:
@@ -795,9 +800,20 @@ def _application(v: "_V", raw: Any, nodes: int) -> tuple[m.ApplicationDef, list[
             owners = " and ".join(k for k, keys in m.KIND_KEYS.items() if key in keys)
             v.fail(f"application.{key}", f"a key of {owners}, not of {kind}", raw[key])
     if kind == "connect_eos_source":
-        for key in ("lines", "kills", "kill_every"):
+        for key in ("lines", "kill_every", "bounces"):
             if key in raw:
                 args[key] = v.integer(raw[key], f"application.{key}", 1)
+        if "kills" in raw:
+            args["kills"] = v.integer(raw["kills"], "application.kills", 0)
+        if "bounce_target" in raw:
+            args["bounce_target"] = v.string(raw["bounce_target"], "application.bounce_target", ("brokers", "none"))
+        if "failure_mode" in raw:
+            args["failure_mode"] = v.string(raw["failure_mode"], "application.failure_mode", m.FAILURE_MODES)
+        _application_numbers(v, raw, ("down_s",), args)
+        if args.get("bounce_target") == "brokers":
+            _chased_leader_needs_followers(v, nodes)
+        if args.get("kills") == 0 and args.get("bounce_target") != "brokers":
+            v.fail("application.kills", "1 or more, or bounce_target: brokers (something must fail)", 0)
         if "write_s" in raw:
             x = raw["write_s"]
             if isinstance(x, bool) or not isinstance(x, (int, float)) or x <= 0:
@@ -829,9 +845,7 @@ def _application(v: "_V", raw: Any, nodes: int) -> tuple[m.ApplicationDef, list[
         if "bounces" in raw:
             args["bounces"] = v.integer(raw["bounces"], "application.bounces", 1)
         _application_numbers(v, raw, ("bounce_after_s", "down_s"), args)
-        if nodes < 2:
-            v.fail("topology.nodes", "2 or more: the leader a streams_broker_bounce chases needs a follower to "
-                   "take over", nodes)
+        _chased_leader_needs_followers(v, nodes)
         # its topics have the fixed names SmokeTestDriver writes and reads: the run creates them
         return m.ApplicationDef(**args), []
     if kind == "streams_smoke":

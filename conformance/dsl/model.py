@@ -437,7 +437,8 @@ KIND_KEYS = {"transactions_test": frozenset({
              "streams_smoke": frozenset({"processing_guarantee", "crash"}),
              "streams_broker_bounce": frozenset({"processing_guarantee", "failure_mode", "bounce_after_s", "down_s",
                                                  "bounces"}),
-             "connect_eos_source": frozenset({"lines", "write_s", "kills", "kill_every"}),
+             "connect_eos_source": frozenset({"lines", "write_s", "kills", "kill_every", "bounce_target",
+                                              "failure_mode", "bounces", "down_s"}),
              "flink_eos": frozenset({"records", "record_delay_ms"})}
 
 
@@ -459,7 +460,8 @@ class ApplicationDef:
     processing_guarantee: str = "exactly_once_v2"
     crash: bool = True
     #: connect_eos_source: lines written to the source file over `write_s` seconds, and the worker
-    #: killed `kills` times, each after another `kill_every` records reached the output.
+    #: killed `kills` times, each after another `kill_every` records reached the output; with
+    #: `bounce_target: brokers`, the leader of the output's partition chased `bounces` times too.
     lines: int = 20_000
     write_s: float = 30.0
     kills: int = 3

@@ -45,8 +45,21 @@ def test_the_section_is_read():
     ({"kind": "connect_eos_source", "lines": "many"}, "application.lines"),
     ({"kind": "connect_eos_source", "crash": True}, "application.crash"),
     ({"kind": "transactions_test", "kills": 2}, "application.kills"),
+    ({"kind": "connect_eos_source", "kills": 0}, "application.kills"),
+    ({"kind": "connect_eos_source", "kills": 0, "bounce_target": "clients"}, "application.bounce_target"),
+    ({"kind": "connect_eos_source", "bounce_target": "brokers", "bounces": 0}, "application.bounces"),
+    ({"kind": "connect_eos_source", "bounce_target": "brokers"}, "topology.nodes"),
 ])
 def test_a_bad_section_names_the_file_and_the_field(section, field):
     with pytest.raises(CaseError) as ei:
         parse_case({"title": "t", "application": section}, "c.yaml", "apps/c")
     assert "c.yaml" in str(ei.value) and field in str(ei.value)
+
+
+def test_broker_bounces_without_worker_kills_ask_for_restart_and_kill():
+    case = parse_case({"title": "t", "topology": {"nodes": 3},
+                       "application": {"kind": "connect_eos_source", "kills": 0, "bounce_target": "brokers",
+                                       "failure_mode": "clean_bounce", "bounces": 2}}, "c.yaml", "apps/c")
+    app = case.application
+    assert (app.kills, app.bounce_target, app.failure_mode, app.bounces) == (0, "brokers", "clean_bounce", 2)
+    assert app.node_actions() == {"restart", "stop_node"}
