@@ -71,11 +71,26 @@ class Broker:
         self._n = itertools.count()
 
     def topic(self, partitions: int = 2) -> str:
-        """A fresh topic with every partition led, unique per call so tests never share records."""
-        from conformance.targets import TopicSpec
+        """A fresh topic with every partition led, unique per call so tests never share records.
+        Led means answering: Metadata may name a leader a moment before that broker serves the
+        partition (Kafka's metadata cache is set before its replica manager becomes leader), and
+        a client that retries briefly (Sarama: 3 times, 100 ms apart) met NOT_LEADER_OR_FOLLOWER
+        there; so each leader must answer ListOffsets for its partition first (bounded: 30 s)."""
+        from conformance.targets import TopicSpec, wire
 
         name = f"kc-{uuid.uuid4().hex[:10]}-{next(self._n)}"
         self.target.create_topics([TopicSpec(name, partitions, 1)])
+        deadline = time.monotonic() + 30.0
+        for p in range(partitions):
+            while time.monotonic() < deadline:
+                try:
+                    leader = self.target.partition_replicas(name, p)[0]
+                    answer = wire.list_offsets(self.target.addresses[leader], [(name, p)], False)
+                    if answer[(name, p)][1] == 0:
+                        break
+                except (wire.WireError, KeyError):
+                    pass
+                time.sleep(0.05)
         return name
 
     def require(self, behaviour: str) -> None:
