@@ -134,8 +134,7 @@ class ControllerServer:
         try:
             async for msg, not_before in session.outbox:
                 if msg.get("op") == "metadata":
-                    offset = msg.get("offset", msg.get("image", {}).get("offset", -1))
-                    if sent_offset is not None and offset <= sent_offset:
+                    if sent_offset is not None and msg["offset"] <= sent_offset:
                         continue
                     if not_before > trio.current_time():
                         await trio.sleep_until(not_before)
@@ -159,7 +158,7 @@ class ControllerServer:
                 reply.update(error=int(err), broker_epoch=epoch)
                 if err == Errors.NONE:
                     session.broker_id = msg["broker_id"]
-                    return [reply, self._image_message(c.image)]
+                    return [reply, {"op": "metadata", "offset": c.image.offset}]
             elif op == "heartbeat":
                 err, fenced, shut_down = c.heartbeat(msg["broker_id"], msg["broker_epoch"], msg["metadata_offset"],
                                                      msg.get("want_shut_down", False), now)
