@@ -771,7 +771,14 @@ APPLICATION_TOP_KEYS = TOP_KEYS - {"actors", "steps", "checks", "observe", "work
 APPLICATION_KEYS = {f.name for f in dataclasses.fields(m.ApplicationDef)}
 
 
-def _chased_leader_needs_followers(v: "_V", nodes: int) -> None:
+def _leader_chase(v: "_V", raw: dict, args: dict[str, Any], nodes: int) -> None:
+    """The keys of a leader chase (ApplicationRun.chase_leader) -- failure_mode, bounces, down_s --
+    and the followers it needs to take over."""
+    if "failure_mode" in raw:
+        args["failure_mode"] = v.string(raw["failure_mode"], "application.failure_mode", m.FAILURE_MODES)
+    if "bounces" in raw:
+        args["bounces"] = v.integer(raw["bounces"], "application.bounces", 1)
+    _application_numbers(v, raw, ("down_s",), args)
     if nodes < 2:
         v.fail("topology.nodes", "2 or more: a chased leader needs a follower to take over", nodes)
 
@@ -800,18 +807,18 @@ def _application(v: "_V", raw: Any, nodes: int) -> tuple[m.ApplicationDef, list[
             owners = " and ".join(k for k, keys in m.KIND_KEYS.items() if key in keys)
             v.fail(f"application.{key}", f"a key of {owners}, not of {kind}", raw[key])
     if kind == "connect_eos_source":
-        for key in ("lines", "kill_every", "bounces"):
+        for key in ("lines", "kill_every"):
             if key in raw:
                 args[key] = v.integer(raw[key], f"application.{key}", 1)
         if "kills" in raw:
             args["kills"] = v.integer(raw["kills"], "application.kills", 0)
         if "bounce_target" in raw:
             args["bounce_target"] = v.string(raw["bounce_target"], "application.bounce_target", ("brokers", "none"))
-        if "failure_mode" in raw:
-            args["failure_mode"] = v.string(raw["failure_mode"], "application.failure_mode", m.FAILURE_MODES)
-        _application_numbers(v, raw, ("down_s",), args)
         if args.get("bounce_target") == "brokers":
-            _chased_leader_needs_followers(v, nodes)
+            _leader_chase(v, raw, args, nodes)
+        for key in ("failure_mode", "bounces", "down_s"):
+            if key in raw and args.get("bounce_target") != "brokers":
+                v.fail(f"application.{key}", "only with bounce_target: brokers (a leader chase)", raw[key])
         if args.get("kills") == 0 and args.get("bounce_target") != "brokers":
             v.fail("application.kills", "1 or more, or bounce_target: brokers (something must fail)", 0)
         if "write_s" in raw:
@@ -840,12 +847,8 @@ def _application(v: "_V", raw: Any, nodes: int) -> tuple[m.ApplicationDef, list[
         if "processing_guarantee" in raw:
             args["processing_guarantee"] = v.string(raw["processing_guarantee"], "application.processing_guarantee",
                                                     m.PROCESSING_GUARANTEES)
-        if "failure_mode" in raw:
-            args["failure_mode"] = v.string(raw["failure_mode"], "application.failure_mode", m.FAILURE_MODES)
-        if "bounces" in raw:
-            args["bounces"] = v.integer(raw["bounces"], "application.bounces", 1)
-        _application_numbers(v, raw, ("bounce_after_s", "down_s"), args)
-        _chased_leader_needs_followers(v, nodes)
+        _application_numbers(v, raw, ("bounce_after_s",), args)
+        _leader_chase(v, raw, args, nodes)
         # its topics have the fixed names SmokeTestDriver writes and reads: the run creates them
         return m.ApplicationDef(**args), []
     if kind == "streams_smoke":

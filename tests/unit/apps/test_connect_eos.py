@@ -49,6 +49,7 @@ def test_the_section_is_read():
     ({"kind": "connect_eos_source", "kills": 0, "bounce_target": "clients"}, "application.bounce_target"),
     ({"kind": "connect_eos_source", "bounce_target": "brokers", "bounces": 0}, "application.bounces"),
     ({"kind": "connect_eos_source", "bounce_target": "brokers"}, "topology.nodes"),
+    ({"kind": "connect_eos_source", "failure_mode": "clean_bounce"}, "application.failure_mode"),
 ])
 def test_a_bad_section_names_the_file_and_the_field(section, field):
     with pytest.raises(CaseError) as ei:
