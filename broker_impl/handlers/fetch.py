@@ -21,7 +21,8 @@ the followers of a partition (replica id >= 0).
   first non-empty partition always returns at least one whole batch.
 - Long poll: when fewer than ``min_bytes`` are available the request waits,
   up to ``max_wait_ms``, for appends (or a higher high watermark), then answers with what is
-  there.
+  there -- but a partition whose read fails or diverges answers the request at once, before and
+  during the wait, as Kafka's ReplicaManager and DelayedFetch do (``_answer_now``).
 - Fetch sessions (KIP-227, server/fetch_session.py): a full fetch at epoch 0 opens a session, an
   incremental one names only what changed and is answered only the partitions with something to
   say; session errors (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH,
@@ -130,13 +131,13 @@ def _read_all(broker: Broker, ctx, req, targets: list[FetchTarget], endpoints: d
             pr.diverging_epoch = P.EpochEndOffset(epoch=epoch, end_offset=end)
             continue
         if fp.fetch_offset < plog.log_start_offset or fp.fetch_offset > plog.log_end_offset:
-            pr.error_code = Errors.OFFSET_OUT_OF_RANGE
+            _read_failed(pr, Errors.OFFSET_OUT_OF_RANGE)
             continue
         if follower:
             try:
                 rm.record_follower_fetch(part, replica_id, fp.fetch_offset, fp.log_start_offset)
             except KafkaError as exc:
-                pr.error_code = exc.error
+                _read_failed(pr, exc.error)
                 continue
             pr.high_watermark = plog.high_watermark
             pr.last_stable_offset = plog.last_stable_offset
@@ -149,7 +150,7 @@ def _read_all(broker: Broker, ctx, req, targets: list[FetchTarget], endpoints: d
         try:
             info = plog.read(fp.fetch_offset, limit, max_offset=upper, min_one_batch=total == 0)
         except KafkaError as exc:
-            pr.error_code = exc.error
+            _read_failed(pr, exc.error)
             continue
         data = info.records
         if data:
@@ -161,6 +162,40 @@ def _read_all(broker: Broker, ctx, req, targets: list[FetchTarget], endpoints: d
                 pr.aborted_transactions = [A(producer_id=pid, first_offset=first)
                                            for pid, first in plog.aborted_transactions(fp.fetch_offset, info.aborted_upper_bound)]
     return out, total
+
+
+#: Partition errors KafkaApis settles before the ReplicaManager reads (a topic one may not read,
+#: an unknown topic id, a partition its metadata does not know): such a partition is left out of
+#: the read, so it neither waits nor makes the others' answer come early.
+SETTLED_BEFORE_READ = frozenset({Errors.TOPIC_AUTHORIZATION_FAILED, Errors.UNKNOWN_TOPIC_ID,
+                                 Errors.UNKNOWN_TOPIC_OR_PARTITION})
+
+
+def _read_partitions(answers: list) -> list[int]:
+    """The answers' indices that the read itself decides (not SETTLED_BEFORE_READ)."""
+    return [i for i, (_, pr) in enumerate(answers) if pr.error_code not in SETTLED_BEFORE_READ]
+
+
+def _answer_now(answers: list, read: list[int], total: int, min_bytes: int, endpoints: dict) -> bool:
+    """Whether a Fetch is answered now rather than held in long poll. Kafka's ReplicaManager.
+    fetchMessages answers at once when enough bytes are there, nothing is left to read, a
+    partition's read failed (any error), an epoch diverged, or a leader is pointed to; and its
+    DelayedFetch completes a held one as soon as a partition it reads meets the same (leadership
+    moved, the partition gone, the leader epoch fenced, a divergence after truncation) -- so a
+    consumer whose leader moves during its poll learns it at once, not max_wait_ms later (nor
+    never, when the broker stops meanwhile). `read`: _read_partitions of the first read."""
+    if total >= min_bytes or not read or endpoints:
+        return True
+    return any(answers[i][1].error_code != 0 or answers[i][1].diverging_epoch.epoch >= 0 for i in read)
+
+
+def _read_failed(pr, error: Errors) -> None:
+    """A partition whose read failed after its offsets were looked up: Kafka answers the error
+    with no offsets at all (ReplicaManager's LogReadResult of an exception: high watermark, last
+    stable offset and log start -1, no aborted list), also for read_committed."""
+    pr.error_code = error
+    pr.high_watermark = pr.last_stable_offset = pr.log_start_offset = -1
+    pr.aborted_transactions = None
 
 
 def _targets(ctx, req) -> list[FetchTarget]:
@@ -219,11 +254,14 @@ async def handle_fetch(broker: Broker, ctx, req):
         fctx = FetchContext(broker.fetch_sessions, "sessionless", _targets(ctx, req))
     endpoints: dict = {}
     answers, total = _read_all(broker, ctx, req, fctx.targets, endpoints)
-    if fctx.kind != "error" and total < req.min_bytes and req.max_wait_ms > 0 and not endpoints:
+    read = _read_partitions(answers)
+    if fctx.kind != "error" and req.max_wait_ms > 0 and not _answer_now(answers, read, total, req.min_bytes, endpoints):
         with trio.move_on_after(req.max_wait_ms / 1000.0):
-            while total < req.min_bytes:
+            while True:
                 await broker.wait_for_append()
                 answers, total = _read_all(broker, ctx, req, fctx.targets, endpoints)
+                if _answer_now(answers, read, total, req.min_bytes, endpoints):
+                    break
     error, session_id, answered = fctx.respond(answers, int(trio.current_time() * 1000))
     return R(throttle_time_ms=0, error_code=error, session_id=session_id, responses=_topics(ctx, answered),
              node_endpoints=list(endpoints.values()))

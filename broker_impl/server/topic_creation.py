@@ -169,6 +169,7 @@ class TopicCreator:
             except KafkaError as exc:
                 return TopicResult(exc.error, exc.message)
             b.group_coordinator.on_topics_deleted({name})
+            b.notify_append()   # fetches held in long poll on it are answered (a cluster's image does the same)
             return TopicResult(Errors.NONE, None, topic.topic_id)
         try:
             r = await b.lifecycle.request("delete_topics", names=[name])
