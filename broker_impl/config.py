@@ -63,6 +63,8 @@ DEFAULTS: dict[str, str] = {
     "transaction.version": "2",
     "replica.fetch.max.bytes": "1048576",
     "fetch.max.bytes": "57671680",
+    # the most partitions one DescribeTopicPartitions answer carries (whatever the request asks)
+    "max.request.partition.size.limit": "2000",
     "max.incremental.fetch.session.cache.slots": "1000",
     "connections.max.idle.ms": "600000",
     "cluster.id": "kconform-embedded-cluster",

@@ -67,5 +67,6 @@ def load_all() -> dict[int, Handler]:
 
 #: Every handler module, one per API family.
 MODULES = ("acls", "alter_configs", "api_versions", "cluster", "configs", "consumer_groups", "create_partitions",
-           "delete_records", "elect_leaders", "fetch", "find_coordinator", "groups", "init_producer_id", "list_offsets",
-           "log_dirs", "metadata", "offsets", "produce", "sasl", "scram", "topics", "transactions")
+           "delete_records", "describe_topic_partitions", "elect_leaders", "fetch", "find_coordinator", "groups",
+           "init_producer_id", "list_offsets", "log_dirs", "metadata", "offsets", "produce", "sasl", "scram", "topics",
+           "transactions")

@@ -30,15 +30,20 @@ NO_AUTHORIZED_OPS = -2147483648
 INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
 
 
+def offline_replicas(broker: Broker, partition) -> list[int]:
+    """A partition's replicas on brokers that are not alive (fenced or unregistered)."""
+    alive = broker.replica_manager.broker_alive
+    return [r for r in partition.replicas if not alive(r)]
+
+
 def topic_metadata(R, broker: Broker, topic, error=Errors.NONE):
     parts = []
     if topic is not None and error == Errors.NONE:
-        alive = broker.replica_manager.broker_alive
         for p in topic.partitions:
             parts.append(R.MetadataResponseTopic.MetadataResponsePartition(
                 error_code=Errors.NONE if p.leader >= 0 else Errors.LEADER_NOT_AVAILABLE, partition_index=p.index,
                 leader_id=p.leader, leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas),
-                isr_nodes=list(p.isr), offline_replicas=[r for r in p.replicas if not alive(r)]))
+                isr_nodes=list(p.isr), offline_replicas=offline_replicas(broker, p)))
     return parts
 
 
