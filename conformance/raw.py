@@ -128,9 +128,10 @@ def _decode_answer(api_key: int, version: int, answer: bytes) -> dict[str, Any]:
 # `{batch: {...}}` (see cases/README.md).
 
 #: Body keys whose string values are case names (made unique per run by the namespace); the ACL
-#: APIs' resource names too (CreateAcls, DescribeAcls, DeleteAcls), but for NAME_KEPT.
+#: APIs' resource names too (CreateAcls, DescribeAcls, DeleteAcls), but for NAME_KEPT, and a
+#: DescribeTopicPartitions cursor's topic.
 NAME_KEYS = frozenset({"transactional_id", "v3_and_below_transactional_id", "group_id", "topic",
-                       "resource_name", "resource_name_filter"})
+                       "resource_name", "resource_name_filter", "topic_name"})
 #: Names that are Kafka's, never a case's: the wildcard resource and the cluster resource.
 NAME_KEPT = frozenset({"*", "kafka-cluster"})
 #: Body keys whose values are lists of case names (DescribeTransactions.TransactionalIds,

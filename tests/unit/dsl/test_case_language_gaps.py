@@ -198,6 +198,9 @@ def test_names_inside_string_lists_are_made_unique():
     out = namespace_body(body, lambda n: f"{n}-zz")
     assert out == {"transactional_ids": ["txn-1-zz", "txn-2-zz"], "groups": ["g-zz"], "group_id": "g-zz",
                    "topics": [{"name": "t1-zz", "partition_indexes": [0]}]}
+    cursor = namespace_body({"topics": [{"name": "t1"}], "cursor": {"topic_name": "t1", "partition_index": 2}},
+                            lambda n: f"{n}-zz")
+    assert cursor["cursor"] == {"topic_name": "t1-zz", "partition_index": 2}   # DescribeTopicPartitions'
 
 
 # ----------------------------------------------------------------------------- ops, faults
