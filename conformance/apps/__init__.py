@@ -16,9 +16,11 @@ they landed, the error codes per API that crossed the wire.
   the smoke test's driver and one processor while the leader of one partition is chased, stopped
   or killed and started again five times.
 - connect_eos.py: a Kafka Connect worker with exactly-once source support (KIP-618) running
-  Kafka's FileStreamSourceConnector, killed and started again while it copies.
+  Kafka's FileStreamSourceConnector, killed and started again while it copies, or riding out
+  bounces of its output's leader.
 - flink_eos.py: a Flink job, KafkaSource -> KafkaSink EXACTLY_ONCE (its Java source in flink/),
-  a task failure, then the job killed and restored from its last checkpoint.
+  a task failure, then the job killed and restored from its last checkpoint -- or the job left
+  alone while its output's leader is chased.
 - base.py: ApplicationRun, what every one of them is to its row, and a broker bounce (the node
   stopped or killed and started again, the ISR awaited whole).
 - tools.py: a Java program (kafka-tools, or a test program by its class) as a process whose

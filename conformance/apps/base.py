@@ -28,6 +28,9 @@ SETTLE_S = 2.0
 #: await_no_under_replicated_partitions), and to have a leader to chase.
 ISR_TIMEOUT_S = 60.0
 LEADER_TIMEOUT_S = 30.0
+#: What one leader bounce may take in all, for a row waiting on a chase (a Kafka broker's start
+#: on a loaded machine took 35-50 s here, then the ISR whole again).
+BOUNCE_BUDGET_S = 120.0
 
 
 class Namespace(Protocol):

@@ -40,7 +40,7 @@ from conformance.targets.maven import DEFAULT_KAFKA_VERSION, resolve_connect, re
 from conformance.targets.process import free_ports
 
 from ..results import Check
-from .base import ApplicationRun
+from .base import BOUNCE_BUDGET_S, ApplicationRun
 from .tools import Tool, wire_summary
 
 MAIN = "org.apache.kafka.connect.cli.ConnectDistributed"
@@ -197,7 +197,7 @@ class ConnectEosRun(ApplicationRun):
             self.kills.append(entry)
         writer.join(a.write_s + 60)
         if bouncer is not None:
-            bouncer.join(a.bounces * 120)
+            bouncer.join(a.bounces * BOUNCE_BUDGET_S)
         copy_s = round(self.elapsed() - copy_t0, 2)
         self._phase("verify")
         inputs = list(range(a.lines))

@@ -16,6 +16,14 @@ checkpoint does not know (lingering ones). What the row does:
 - verdict: a read_committed reader of the whole output sees every input value exactly once, in
   input order (one partition, parallelism 1), and so did the reader that followed the copy.
 
+With `bounce_target: brokers` the job runs once, without the task failure or the kill: while it
+copies, the leader of the output's partition is chased `bounces` times (ApplicationRun.chase_leader,
+as streams_broker_bounce_test.py chases one), so the sink's open transactions, its pre-commits and
+its commits meet leader changes and coordinator restarts; the job must end by itself having copied
+every record exactly once, in order. Flink's own recoveries (a task switched to FAILED and restarted
+from its last checkpoint) are counted from its log, not judged: a sink that gives up on a retriable
+answer shows there, side by side with Kafka's row.
+
 Whether the restored job then ends by itself is recorded, not judged: with Kafka 4.3.1 and the
 embedded broker alike, its committer's commit of the transaction the checkpoint pre-committed is
 answered PRODUCER_FENCED (transactions v2 bumped the producer epoch when that transaction was
@@ -28,6 +36,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -35,7 +44,7 @@ from conformance import buildcache
 from conformance.targets.maven import DEFAULT_KAFKA_VERSION, resolve_kafka_tools
 
 from ..results import Check
-from .base import ApplicationRun
+from .base import BOUNCE_BUDGET_S, ApplicationRun
 from .tools import SEED_PRODUCER_PROPERTIES, Tool, wire_summary
 from .verify import acked_values
 
@@ -67,6 +76,8 @@ JAVA17_OPTIONS = tuple(
 SEED_TIMEOUT_S, STEP_TIMEOUT_S, FINISH_TIMEOUT_S, DRAIN_TIMEOUT_S = 300.0, 120.0, 180.0, 90.0
 #: How long a restored job that copied everything is given to end by itself.
 ENDING_S = 20.0
+#: Flink's log line when a task fails (it is then restarted from the last checkpoint).
+TASK_FAILED = re.compile(r"switched from RUNNING to FAILED")
 
 
 def classpath() -> str:
@@ -83,6 +94,15 @@ def latest_checkpoint(root: Path) -> Path | None:
     return max(found)[1] if found else None
 
 
+def task_failures(log: Path) -> int:
+    """How many times Flink failed the job's task and restarted it from the last checkpoint (its
+    log's "switched from RUNNING to FAILED" lines; 0 without a log)."""
+    try:
+        return len(TASK_FAILED.findall(log.read_text(errors="replace")))
+    except OSError:
+        return 0
+
+
 class FlinkEosRun(ApplicationRun):
     """The row's play for `application: {kind: flink_eos}` (module doc)."""
 
@@ -95,11 +115,13 @@ class FlinkEosRun(ApplicationRun):
         #: Flink's retained checkpoints: state of a small job, not evidence; removed at close()
         self.checkpoints = Path(tempfile.mkdtemp(prefix="kconform-flink-checkpoints-"))
 
-    def _start_job(self, restore: Path | None) -> Tool:
+    def _start_job(self, restore: Path | None, fail_after: int | None = None) -> Tool:
+        """The job (its map fails once after `fail_after` records, a third by default; 0: never)."""
         a = self.app
         self.job_starts += 1
+        fail_after = a.records // 3 if fail_after is None else fail_after
         args = [self.bootstrap, self.ns.name(INPUT), self.ns.name(OUTPUT), self.ns.name(GROUP), self.ns.name(PREFIX),
-                str(self.checkpoints), str(a.records // 3), str(self.art / "task-failed.marker"),
+                str(self.checkpoints), str(fail_after), str(self.art / "task-failed.marker"),
                 str(a.record_delay_ms)] + ([str(restore)] if restore else [])
         self.job = Tool(self.classpath, MAIN, args, self.art, "job", heap="1g", jvm_args=JAVA17_OPTIONS)
         self._phase("job started", start=self.job_starts, restore=str(restore) if restore else None)
@@ -121,6 +143,8 @@ class FlinkEosRun(ApplicationRun):
         if len(inputs) != a.records:
             self.summary = {"application": a.kind, "input": len(inputs)}
             return checks
+        if a.bounce_target == "brokers":
+            return checks + self._run_bounced(tools_cp, inputs)
         copy_t0 = self.elapsed()
         job = self._start_job(None)
         concurrent = self.reader(tools_cp, OUTPUT, "concurrent_reader", DRAIN_TIMEOUT_S)
@@ -169,6 +193,53 @@ class FlinkEosRun(ApplicationRun):
                              "program": PROGRAM, "records": a.records,
                              "copy_s": copy_s, "task_failure_at_s": failed_at, "kill": kill,
                              "job_starts": self.job_starts, "job_ended_by_itself": finished is not None,
+                             "job_exit": rc})
+        return checks
+
+    def _run_bounced(self, tools_cp: str, inputs: list[int]) -> list[Check]:
+        """The job once, no task failure, no kill, while the output's leader is chased (module doc)."""
+        a = self.app
+        copy_t0 = self.elapsed()
+        job = self._start_job(None, fail_after=0)
+        concurrent = self.reader(tools_cp, OUTPUT, "concurrent_reader", DRAIN_TIMEOUT_S)
+        bounces: list[dict] = []
+        # the first bounce once the first checkpoint's transaction is committed: the sink is at work
+        end = time.monotonic() + STEP_TIMEOUT_S
+        while concurrent.count == 0 and job.running() and time.monotonic() < end:
+            time.sleep(0.05)
+        self._phase("bounces")
+        bouncer = threading.Thread(
+            target=lambda: bounces.extend(self.chase_leader(self.ns.name(OUTPUT), 0, a.bounces,
+                                                            a.failure_mode == "clean_bounce",
+                                                            lambda: concurrent.count < a.records)),
+            daemon=True, name="flink-bounces")
+        bouncer.start()
+        end = time.monotonic() + FINISH_TIMEOUT_S + a.bounces * BOUNCE_BUDGET_S
+        while concurrent.count < a.records and job.running() and time.monotonic() < end:
+            time.sleep(0.1)
+        copied = concurrent.count >= a.records
+        copy_s = round(self.elapsed() - copy_t0, 2)
+        bouncer.join(a.bounces * BOUNCE_BUDGET_S)
+        finished = job.wait_for('"job_finished"', ENDING_S) if copied else None
+        rc = job.wait(10) if finished is not None else job.signal(clean=True, timeout=30)
+        landed = sum(1 for b in bounces if b.get("landed"))
+        checks = [
+            Check("bounces_landed", landed == a.bounces,
+                  f"{landed} of {a.bounces} {a.failure_mode}s of the leader of {OUTPUT}-0 landed while the job "
+                  "was copying" + "".join(f"; bounce {b['bounce']}: {b['skipped']}" for b in bounces
+                                          if "skipped" in b)),
+            Check("job_copied", copied,
+                  f"the output held {concurrent.count} of {a.records} records {copy_s} s after the job started"),
+            Check("job_ended", finished is not None,
+                  "the job ended by itself" if finished is not None else
+                  f"the job did not end within {ENDING_S} s of copying everything (stopped; exit {rc})")]
+        self._phase("verify")
+        final = self.reader(tools_cp, OUTPUT, "verifying_reader", DRAIN_TIMEOUT_S)
+        checks += self.read_checks("concurrent", inputs, self.drain(concurrent, a.records, DRAIN_TIMEOUT_S))
+        checks += self.read_checks("output", inputs, self.drain(final, a.records, DRAIN_TIMEOUT_S))
+        self.summary.update({"application": a.kind, "nodes": self.case.topology.nodes, "program": PROGRAM,
+                             "records": a.records, "copy_s": copy_s, "bounces": bounces, "bounces_landed": landed,
+                             "task_failures": task_failures(self.art / "job.stderr"), "job_ended_by_itself": finished is not None,
                              "job_exit": rc})
         return checks
 

@@ -783,6 +783,19 @@ def _leader_chase(v: "_V", raw: dict, args: dict[str, Any], nodes: int) -> None:
         v.fail("topology.nodes", "2 or more: a chased leader needs a follower to take over", nodes)
 
 
+def _optional_leader_chase(v: "_V", raw: dict, args: dict[str, Any], nodes: int) -> None:
+    """`bounce_target: brokers` (a leader chase, its keys read by _leader_chase) or `none` (the
+    default: the program's own faults only; the chase's keys are then an error)."""
+    if "bounce_target" in raw:
+        args["bounce_target"] = v.string(raw["bounce_target"], "application.bounce_target", ("brokers", "none"))
+    if args.get("bounce_target") == "brokers":
+        _leader_chase(v, raw, args, nodes)
+        return
+    for key in ("failure_mode", "bounces", "down_s"):
+        if key in raw:
+            v.fail(f"application.{key}", "only with bounce_target: brokers (a leader chase)", raw[key])
+
+
 def _application_numbers(v: "_V", raw: dict, keys: tuple[str, ...], args: dict[str, Any]) -> None:
     """The `application:` keys among `keys` that are numbers >= 0 (seconds, a percentage)."""
     for key in keys:
@@ -812,13 +825,7 @@ def _application(v: "_V", raw: Any, nodes: int) -> tuple[m.ApplicationDef, list[
                 args[key] = v.integer(raw[key], f"application.{key}", 1)
         if "kills" in raw:
             args["kills"] = v.integer(raw["kills"], "application.kills", 0)
-        if "bounce_target" in raw:
-            args["bounce_target"] = v.string(raw["bounce_target"], "application.bounce_target", ("brokers", "none"))
-        if args.get("bounce_target") == "brokers":
-            _leader_chase(v, raw, args, nodes)
-        for key in ("failure_mode", "bounces", "down_s"):
-            if key in raw and args.get("bounce_target") != "brokers":
-                v.fail(f"application.{key}", "only with bounce_target: brokers (a leader chase)", raw[key])
+        _optional_leader_chase(v, raw, args, nodes)
         if args.get("kills") == 0 and args.get("bounce_target") != "brokers":
             v.fail("application.kills", "1 or more, or bounce_target: brokers (something must fail)", 0)
         if "write_s" in raw:
@@ -837,6 +844,7 @@ def _application(v: "_V", raw: Any, nodes: int) -> tuple[m.ApplicationDef, list[
             args["records"] = v.integer(raw["records"], "application.records", 30)
         if "record_delay_ms" in raw:
             args["record_delay_ms"] = v.integer(raw["record_delay_ms"], "application.record_delay_ms", 0)
+        _optional_leader_chase(v, raw, args, nodes)
         app = m.ApplicationDef(**args)
         rf = min(nodes, 3)
         configs = {"min.insync.replicas": "2" if nodes >= 3 else "1"}

@@ -439,7 +439,8 @@ KIND_KEYS = {"transactions_test": frozenset({
                                                  "bounces"}),
              "connect_eos_source": frozenset({"lines", "write_s", "kills", "kill_every", "bounce_target",
                                               "failure_mode", "bounces", "down_s"}),
-             "flink_eos": frozenset({"records", "record_delay_ms"})}
+             "flink_eos": frozenset({"records", "record_delay_ms", "bounce_target", "failure_mode", "bounces",
+                                     "down_s"})}
 
 
 @dataclass(frozen=True)
@@ -452,7 +453,8 @@ class ApplicationDef:
     of `data`'s partition 0 chased `bounces` times, cleanly or hard, while the smoke test runs);
     `kind` connect_eos_source: a Connect worker with exactly-once source support, killed while
     it copies a file; `kind` flink_eos: a Flink job (KafkaSource -> KafkaSink EXACTLY_ONCE), a
-    task failure, then the job killed and restored from its last checkpoint."""
+    task failure, then the job killed and restored from its last checkpoint -- or, with
+    `bounce_target: brokers`, the job left alone while the leader of its output is chased."""
 
     kind: str
     #: streams_smoke: the processors' processing.guarantee, and whether the first two are killed
@@ -467,7 +469,7 @@ class ApplicationDef:
     kills: int = 3
     kill_every: int = 4_000
     #: flink_eos: records seeded into the job's input, and how long its map takes per record (so
-    #: that the task failure and the kill land while the job copies).
+    #: that the task failure and the kill, or the bounces, land while the job copies).
     records: int = 6_000
     record_delay_ms: int = 5
     bounce_target: str = "none"

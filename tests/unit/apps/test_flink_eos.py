@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.apps.flink_eos import JAVA17_OPTIONS, latest_checkpoint
+from conformance.apps.flink_eos import JAVA17_OPTIONS, latest_checkpoint, task_failures
 from conformance.dsl import parse_case
 from conformance.dsl.loader import CaseError
 
@@ -41,6 +41,10 @@ def test_the_section_is_read_with_one_partition_topics():
     ({"kind": "flink_eos", "records": 10}, "application.records"),
     ({"kind": "flink_eos", "record_delay_ms": -1}, "application.record_delay_ms"),
     ({"kind": "flink_eos", "messages": 100}, "application.messages"),
+    ({"kind": "flink_eos", "failure_mode": "clean_bounce"}, "application.failure_mode"),
+    ({"kind": "flink_eos", "bounces": 2}, "application.bounces"),
+    ({"kind": "flink_eos", "bounce_target": "clients"}, "application.bounce_target"),
+    ({"kind": "flink_eos", "bounce_target": "brokers"}, "topology.nodes"),
 ])
 def test_a_bad_section_names_the_file_and_the_field(section, field):
     with pytest.raises(CaseError) as ei:
@@ -48,7 +52,30 @@ def test_a_bad_section_names_the_file_and_the_field(section, field):
     assert "c.yaml" in str(ei.value) and field in str(ei.value)
 
 
+def test_a_leader_chase_asks_for_restart_and_kill_or_stop():
+    case = parse_case({"title": "t", "topology": {"nodes": 3},
+                       "application": {"kind": "flink_eos", "bounce_target": "brokers", "failure_mode": "hard_bounce",
+                                       "bounces": 2, "down_s": 1}}, "c.yaml", "apps/c")
+    app = case.application
+    assert (app.bounce_target, app.failure_mode, app.bounces, app.down_s) == ("brokers", "hard_bounce", 2, 1.0)
+    assert app.node_actions() == {"restart", "kill"}
+    alone = parse_case({"title": "t", "application": {"kind": "flink_eos"}}, "c.yaml", "apps/c").application
+    assert alone.bounce_target == "none" and alone.node_actions() == set()
+
+
 def test_flink_gets_the_java_17_openings_its_launch_scripts_give():
     assert "--add-opens=java.base/java.util=ALL-UNNAMED" in JAVA17_OPTIONS
     assert "--add-opens=java.base/java.lang=ALL-UNNAMED" in JAVA17_OPTIONS
     assert all(o.startswith(("--add-opens=", "--add-exports=")) for o in JAVA17_OPTIONS)
+
+
+def test_task_failures_are_counted_from_flinks_log(tmp_path: Path):
+    log = tmp_path / "job.stderr"
+    assert task_failures(log) == 0                # no log: none
+    log.write_text(
+        "[2026-11-28 05:45:43,717] WARN Source: input -> fail-once -> output: Writer -> output: Committer (1/1)#0 "
+        "(d3cf_0_0) switched from RUNNING to FAILED with failure cause: (org.apache.flink.runtime.taskmanager.Task)\n"
+        "[2026-11-28 05:45:44,001] WARN No tokens obtained so skipping notifications\n"
+        "[2026-11-28 05:46:10,100] WARN Source: input (1/1)#1 (d3cf_0_1) switched from RUNNING to FAILED with "
+        "failure cause: (org.apache.flink.runtime.taskmanager.Task)\n")
+    assert task_failures(log) == 2
