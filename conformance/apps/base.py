@@ -155,11 +155,25 @@ class ApplicationRun:
             time.sleep(0.2)
         return None
 
-    def chase_leader(self, topic: str, partition: int, times: int, clean: bool,
+    def pause_node(self, node: int) -> dict:
+        """One broker frozen (SIGSTOP) for `down_s` and resumed (SIGCONT): its connections stay
+        open and unanswered, the controller fences it when its session times out, and it wakes up
+        believing it still leads until its metadata says otherwise."""
+        at = self.elapsed()
+        self.target.pause(node)
+        self.fault_events.append({"fault": f"pause node {node}", "node": node, "at_s": at})
+        time.sleep(self.app.down_s)
+        self.target.resume(node)
+        back = self.elapsed()
+        self.fault_events.append({"fault": f"resume node {node}", "node": node, "at_s": back})
+        return {"node": node, "mode": "pause", "at_s": at, "back_after_s": round(back - at, 2)}
+
+    def chase_leader(self, topic: str, partition: int, times: int, mode: str,
                      busy: Callable[[], bool]) -> list[dict]:
         """streams_broker_bounce_test's bounce: `times` times, the partition's leader found,
-        stopped or killed and started again, its ISR (replication min(nodes, 3)) awaited whole
-        before the next; each bounce `landed` when `busy()` said the application was at work."""
+        stopped (mode clean_bounce) or killed (hard_bounce) and started again, or paused and
+        resumed (pause), its ISR (replication min(nodes, 3)) awaited whole before the next; each
+        bounce `landed` when `busy()` said the application was at work."""
         rf = min(self.case.topology.nodes, 3)
         out: list[dict] = []
         for n in range(times):
@@ -168,7 +182,8 @@ class ApplicationRun:
                 out.append({"bounce": n + 1, "landed": False, "skipped": f"no leader of {topic}-{partition}"})
                 continue
             working = busy()
-            entry = {"bounce": n + 1, **self.bounce_node(leader, clean)}
+            done = self.pause_node(leader) if mode == "pause" else self.bounce_node(leader, mode == "clean_bounce")
+            entry = {"bounce": n + 1, **done}
             entry.update({"isr_full_after_s": self.isr_full([(topic, partition, rf)]), "landed": working})
             out.append(entry)
         return out

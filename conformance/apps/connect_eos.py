@@ -174,7 +174,7 @@ class ConnectEosRun(ApplicationRun):
             # landed: the output did not hold every line yet
             bouncer = threading.Thread(
                 target=lambda: self.bounces.extend(self.chase_leader(
-                    self.ns.name(OUTPUT), 0, a.bounces, a.failure_mode == "clean_bounce",
+                    self.ns.name(OUTPUT), 0, a.bounces, a.failure_mode,
                     lambda: concurrent.count < a.lines)), daemon=True, name="connect-bounces")
             bouncer.start()
         for n in range(a.kills):

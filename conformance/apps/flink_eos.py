@@ -209,8 +209,7 @@ class FlinkEosRun(ApplicationRun):
             time.sleep(0.05)
         self._phase("bounces")
         bouncer = threading.Thread(
-            target=lambda: bounces.extend(self.chase_leader(self.ns.name(OUTPUT), 0, a.bounces,
-                                                            a.failure_mode == "clean_bounce",
+            target=lambda: bounces.extend(self.chase_leader(self.ns.name(OUTPUT), 0, a.bounces, a.failure_mode,
                                                             lambda: concurrent.count < a.records)),
             daemon=True, name="flink-bounces")
         bouncer.start()

@@ -75,7 +75,7 @@ class StreamsBrokerBounceRun(StreamsSmokeRun):
         self._phase("bounces")
         if driver.wait_for(VERIFYING, a.bounce_after_s) is None:
             # landed: the driver still writing (not yet verifying)
-            self.bounces = self.chase_leader(CHASED, 0, a.bounces, a.failure_mode == "clean_bounce",
+            self.bounces = self.chase_leader(CHASED, 0, a.bounces, a.failure_mode,
                                              lambda: driver.running() and driver.wait_for(VERIFYING, 0) is None)
         landed = sum(1 for b in self.bounces if b.get("landed"))
         checks.append(Check("bounces_landed", landed == a.bounces,

@@ -775,7 +775,7 @@ def _leader_chase(v: "_V", raw: dict, args: dict[str, Any], nodes: int) -> None:
     """The keys of a leader chase (ApplicationRun.chase_leader) -- failure_mode, bounces, down_s --
     and the followers it needs to take over."""
     if "failure_mode" in raw:
-        args["failure_mode"] = v.string(raw["failure_mode"], "application.failure_mode", m.FAILURE_MODES)
+        args["failure_mode"] = v.string(raw["failure_mode"], "application.failure_mode", m.CHASE_FAILURE_MODES)
     if "bounces" in raw:
         args["bounces"] = v.integer(raw["bounces"], "application.bounces", 1)
     _application_numbers(v, raw, ("down_s",), args)

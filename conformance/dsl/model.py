@@ -419,6 +419,10 @@ class RegressionDef:
 #: streams_broker_bounce cell's failure_mode too).
 BOUNCE_TARGETS = ("brokers", "clients", "none")
 FAILURE_MODES = ("clean_bounce", "hard_bounce")
+#: A leader chase's (ApplicationRun.chase_leader) besides: the leader paused (SIGSTOP) for
+#: `down_s`, resumed (SIGCONT) -- a frozen broker (a long GC pause, a stalled VM) that the
+#: controller fences meanwhile and that wakes up believing it still leads.
+CHASE_FAILURE_MODES = FAILURE_MODES + ("pause",)
 
 
 #: Kafka Streams' processing.guarantee values StreamsSmokeTest accepts.
@@ -498,6 +502,8 @@ class ApplicationDef:
         """Target capabilities the bounces use."""
         if self.bounce_target != "brokers" and self.kind != "streams_broker_bounce":
             return set()
+        if self.failure_mode == "pause":
+            return {"pause"}
         return {"restart", "stop_node" if self.failure_mode == "clean_bounce" else "kill"}
 
 

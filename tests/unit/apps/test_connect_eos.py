@@ -50,6 +50,9 @@ def test_the_section_is_read():
     ({"kind": "connect_eos_source", "bounce_target": "brokers", "bounces": 0}, "application.bounces"),
     ({"kind": "connect_eos_source", "bounce_target": "brokers"}, "topology.nodes"),
     ({"kind": "connect_eos_source", "failure_mode": "clean_bounce"}, "application.failure_mode"),
+    ({"kind": "connect_eos_source", "bounce_target": "brokers", "failure_mode": "freeze"}, "application.failure_mode"),
+    # a transactions_test cell bounces as transactions_test.py does: no pause
+    ({"kind": "transactions_test", "bounce_target": "brokers", "failure_mode": "pause"}, "application.failure_mode"),
 ])
 def test_a_bad_section_names_the_file_and_the_field(section, field):
     with pytest.raises(CaseError) as ei:

@@ -59,6 +59,10 @@ def test_a_leader_chase_asks_for_restart_and_kill_or_stop():
     app = case.application
     assert (app.bounce_target, app.failure_mode, app.bounces, app.down_s) == ("brokers", "hard_bounce", 2, 1.0)
     assert app.node_actions() == {"restart", "kill"}
+    paused = parse_case({"title": "t", "topology": {"nodes": 3},
+                         "application": {"kind": "flink_eos", "bounce_target": "brokers", "failure_mode": "pause",
+                                         "down_s": 8}}, "c.yaml", "apps/c").application
+    assert (paused.failure_mode, paused.down_s, paused.node_actions()) == ("pause", 8.0, {"pause"})
     alone = parse_case({"title": "t", "application": {"kind": "flink_eos"}}, "c.yaml", "apps/c").application
     assert alone.bounce_target == "none" and alone.node_actions() == set()
 
@@ -79,3 +83,33 @@ def test_task_failures_are_counted_from_flinks_log(tmp_path: Path):
         "[2026-11-28 05:46:10,100] WARN Source: input (1/1)#1 (d3cf_0_1) switched from RUNNING to FAILED with "
         "failure cause: (org.apache.flink.runtime.taskmanager.Task)\n")
     assert task_failures(log) == 2
+
+
+class _Nodes:
+    """Records the node actions a chase takes (the cases run them on real brokers)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def partition_replicas(self, topic, partition):
+        return 2, (1, 2, 3), (1, 2, 3)
+
+    def __getattr__(self, action):
+        if action in ("pause", "resume", "kill", "stop_node", "restart"):
+            return lambda node: self.calls.append((action, node))
+        raise AttributeError(action)
+
+
+@pytest.mark.parametrize("mode, actions", [
+    ("pause", ["pause", "resume"]), ("hard_bounce", ["kill", "restart"]), ("clean_bounce", ["stop_node", "restart"])])
+def test_a_chase_pauses_or_bounces_the_leader_it_found(tmp_path: Path, mode, actions):
+    from conformance.apps.base import ApplicationRun
+    case = parse_case({"title": "t", "topology": {"nodes": 3},
+                       "application": {"kind": "flink_eos", "bounce_target": "brokers", "failure_mode": mode,
+                                       "down_s": 0, "bounces": 1}}, "c.yaml", "apps/c")
+    nodes = _Nodes()
+    run = ApplicationRun(case, nodes, "127.0.0.1:9", None, tmp_path)
+    done = run.chase_leader("t", 0, 1, mode, lambda: True)
+    assert nodes.calls == [(a, 2) for a in actions]
+    assert done[0]["node"] == 2 and done[0]["landed"] and done[0]["mode"] == {"pause": "pause"}.get(
+        mode, "clean" if mode == "clean_bounce" else "hard")
