@@ -188,6 +188,15 @@ class ApplicationRun:
             out.append(entry)
         return out
 
+    def chase_landed(self, bounces: list[dict], topic: str, busy_text: str) -> tuple[Check, int]:
+        """The `bounces_landed` check of a chase_leader result (every bounce came while the
+        application was `busy_text`, none skipped for want of a leader), and how many landed."""
+        a = self.app
+        landed = sum(1 for b in bounces if b.get("landed"))
+        return Check("bounces_landed", landed == a.bounces,
+                     f"{landed} of {a.bounces} {a.failure_mode}s of the leader of {topic}-0 landed while {busy_text}"
+                     + "".join(f"; bounce {b['bounce']}: {b['skipped']}" for b in bounces if "skipped" in b)), landed
+
     def live_tools(self) -> list[Tool]:
         """Every program the run started (close() kills those still running)."""
         return list(self.tools)

@@ -211,13 +211,9 @@ class ConnectEosRun(ApplicationRun):
             checks.append(Check("kills_landed", landed == a.kills and all(k.get("back") for k in self.kills),
                                 f"{landed} of {a.kills} worker kills landed while the copy was going, "
                                 f"{sum(1 for k in self.kills if k.get('back'))} restarts answered"))
-        bounced = sum(1 for b in self.bounces if b.get("landed"))
+        check, bounced = self.chase_landed(self.bounces, OUTPUT, "the copy was going")
         if a.bounce_target == "brokers":
-            checks.append(Check("bounces_landed", bounced == a.bounces,
-                                f"{bounced} of {a.bounces} {a.failure_mode}s of the leader of {OUTPUT}-0 landed "
-                                "while the copy was going"
-                                + "".join(f"; bounce {b['bounce']}: {b['skipped']}" for b in self.bounces
-                                          if "skipped" in b)))
+            checks.append(check)
         self.summary.update({"application": a.kind, "nodes": self.case.topology.nodes,
                              "program": self.program,
                              "lines": a.lines, "write_s": a.write_s, "copy_s": copy_s,

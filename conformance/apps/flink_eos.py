@@ -221,12 +221,9 @@ class FlinkEosRun(ApplicationRun):
         bouncer.join(a.bounces * BOUNCE_BUDGET_S)
         finished = job.wait_for('"job_finished"', ENDING_S) if copied else None
         rc = job.wait(10) if finished is not None else job.signal(clean=True, timeout=30)
-        landed = sum(1 for b in bounces if b.get("landed"))
+        check, landed = self.chase_landed(bounces, OUTPUT, "the job was copying")
         checks = [
-            Check("bounces_landed", landed == a.bounces,
-                  f"{landed} of {a.bounces} {a.failure_mode}s of the leader of {OUTPUT}-0 landed while the job "
-                  "was copying" + "".join(f"; bounce {b['bounce']}: {b['skipped']}" for b in bounces
-                                          if "skipped" in b)),
+            check,
             Check("job_copied", copied,
                   f"the output held {concurrent.count} of {a.records} records {copy_s} s after the job started"),
             Check("job_ended", finished is not None,

@@ -77,11 +77,8 @@ class StreamsBrokerBounceRun(StreamsSmokeRun):
             # landed: the driver still writing (not yet verifying)
             self.bounces = self.chase_leader(CHASED, 0, a.bounces, a.failure_mode,
                                              lambda: driver.running() and driver.wait_for(VERIFYING, 0) is None)
-        landed = sum(1 for b in self.bounces if b.get("landed"))
-        checks.append(Check("bounces_landed", landed == a.bounces,
-                            f"{landed} of {a.bounces} {a.failure_mode}s of the leader of {CHASED}-0 landed while "
-                            "the driver was generating"
-                            + "".join(f"; bounce {b['bounce']}: {b['skipped']}" for b in self.bounces if "skipped" in b)))
+        check, landed = self.chase_landed(self.bounces, CHASED, "the driver was generating")
+        checks.append(check)
         rc = driver.wait(DRIVER_TIMEOUT_S)
         self._phase("driver ended", exit=rc)
         ok, why = driver_verdict(driver.lines, a.processing_guarantee, crash=True)

@@ -113,3 +113,14 @@ def test_a_chase_pauses_or_bounces_the_leader_it_found(tmp_path: Path, mode, act
     assert nodes.calls == [(a, 2) for a in actions]
     assert done[0]["node"] == 2 and done[0]["landed"] and done[0]["mode"] == {"pause": "pause"}.get(
         mode, "clean" if mode == "clean_bounce" else "hard")
+
+
+def test_the_chase_check_counts_landed_bounces_and_names_the_skipped(tmp_path: Path):
+    from conformance.apps.base import ApplicationRun
+    case = parse_case({"title": "t", "topology": {"nodes": 3},
+                       "application": {"kind": "flink_eos", "bounce_target": "brokers", "bounces": 2}}, "c.yaml", "apps/c")
+    run = ApplicationRun(case, _Nodes(), "127.0.0.1:9", None, tmp_path)
+    check, landed = run.chase_landed([{"bounce": 1, "landed": True},
+                                      {"bounce": 2, "landed": False, "skipped": "no leader of out-0"}], "out", "busy")
+    assert (check.name, check.passed, landed) == ("bounces_landed", False, 1)
+    assert "1 of 2 hard_bounces" in check.message and "bounce 2: no leader of out-0" in check.message
