@@ -30,6 +30,7 @@ from broker_impl.codec import API, RESPONSE_HEADER, FrameError, build_batch, err
 from conformance.clients.errors import kafka_code
 from conformance.clients.protocol import ErrorInfo, Outcome
 from conformance import security
+from conformance.vocabulary import BROKER_WIDE_NAMES
 from conformance.refs import parse as parse_ref
 from conformance.targets import wire
 
@@ -133,7 +134,7 @@ def _decode_answer(api_key: int, version: int, answer: bytes) -> dict[str, Any]:
 NAME_KEYS = frozenset({"transactional_id", "v3_and_below_transactional_id", "group_id", "topic",
                        "resource_name", "resource_name_filter", "topic_name"})
 #: Names that are Kafka's, never a case's: the wildcard resource and the cluster resource.
-NAME_KEPT = frozenset({"*", "kafka-cluster"})
+NAME_KEPT = BROKER_WIDE_NAMES
 #: Body keys whose values are lists of case names (DescribeTransactions.TransactionalIds,
 #: DescribeGroups.Groups, DeleteGroups.GroupsNames, ...).
 NAME_LISTS = frozenset({"transactional_ids", "groups", "groups_names", "group_ids"})

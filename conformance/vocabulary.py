@@ -72,3 +72,7 @@ PROTOCOL_POINTS: dict[str, str] = dict(POINTS)
 #: SIGSTOPping itself right after it said so, `hold` the one coroutine at the point waiting
 #: until `release`.
 TRIGGERED_ACTIONS = tuple(a for a in POINT_ACTIONS if a in NODE_ACTIONS)
+
+#: ACL resource names Kafka gives one meaning in every row: the wildcard and the cluster's name.
+#: The runner never makes them unique (raw.NAME_KEPT), so ACLs on them are broker-wide state.
+BROKER_WIDE_NAMES = frozenset({"*", "kafka-cluster"})

@@ -13,7 +13,7 @@ from typing import Any
 from ..clients.protocol import OPS
 from ..proxy.rules import Rule
 from ..targets.topology import TopicSpec
-from ..vocabulary import NODE_ACTIONS
+from ..vocabulary import BROKER_WIDE_NAMES, NODE_ACTIONS
 
 
 # The shared words (node roles, fault actions, protocol points, capabilities, controller
@@ -581,6 +581,20 @@ class Case:
         return (self.workload is not None or self.application is not None
                 or any(f.proxy is not None for f in self.faults())
                 or any(c.kind == "transcript" for c in self.checks))
+
+    def changes_broker_wide_acls(self) -> bool:
+        """Whether a raw CreateAcls of the case binds a resource every row shares: the wildcard
+        topic or group `*`, the cluster `kafka-cluster` (names the runner never makes unique).
+        Such ACLs would decide other rows' authorizations on the same instance -- at once, and
+        after the case ended -- so the case runs on an instance of its own that is not kept."""
+        for s in self.all_steps():
+            if s.kind != "op" or s.actor != "raw" or s.args.get("api") != "CreateAcls":
+                continue
+            body = s.args.get("body") or {}
+            if any(isinstance(c, dict) and c.get("resource_name") in BROKER_WIDE_NAMES
+                   for c in body.get("creations") or ()):
+                return True
+        return False
 
     def needs_broker_traffic(self) -> bool:
         """Whether a proxy rule of the case acts on broker-to-broker traffic (replica fetches,

@@ -22,7 +22,7 @@ def test_manifest_patches_and_cases():
     ids = {c.id for c in load_cases()}
     for name, m in manifest.items():
         assert m["cases"] and set(m["cases"]) <= ids, name
-        assert m["area"] in ("transactions", "idempotence", "groups", "storage", "replication", "fetch", "metadata"), name
+        assert m["area"] in ("transactions", "idempotence", "groups", "storage", "replication", "fetch", "metadata", "security"), name
     assert {m["area"] for m in manifest.values()} >= {"idempotence", "groups", "storage"}
 
 

@@ -43,3 +43,33 @@ def test_an_exclusive_case_gets_brokers_of_its_own(tmp_path):
     case, p = plan(tmp_path, ", exclusive: true")
     assert case.topology.exclusive is True
     assert p.shared is False
+
+
+ACL_CASE = """
+title: t
+topology: {topics: [t1]}
+actors: {}
+steps:
+  - {actor: raw, op: request, api: CreateAcls, version: 2, expect: any,
+     body: {creations: [{resource_type: %d, resource_name: "%s", resource_pattern_type: 3, principal: "User:*",
+                         host: "*", operation: 4, permission_type: 2}]}}
+"""
+
+
+def acl_plan(tmp_path: Path, rtype: int, name: str):
+    path = tmp_path / "security" / "c.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(ACL_CASE % (rtype, name))
+    case = load_case(path, tmp_path)
+    return case, row_plan(case, "apache-kafka", "off")
+
+
+def test_acls_on_the_wildcard_or_the_cluster_get_brokers_of_their_own(tmp_path):
+    # A DENY on topic `*` or on kafka-cluster would decide every other row's authorizations on
+    # that instance (security/idempotent_write_denied's wildcard READ made the next rows'
+    # Produce TOPIC_AUTHORIZATION_FAILED); an ACL on a case's own (made unique) name would not.
+    for rtype, name in ((2, "*"), (4, "kafka-cluster")):
+        case, p = acl_plan(tmp_path, rtype, name)
+        assert case.changes_broker_wide_acls() and p.shared is False, name
+    case, p = acl_plan(tmp_path, 5, "txn-1")
+    assert not case.changes_broker_wide_acls() and p.shared is True
