@@ -92,6 +92,9 @@ DEFAULTS: dict[str, str] = {
     # empty: PLAINTEXT on the address given at start (--listen); else Kafka's NAME://HOST:PORT list
     "listeners": "",
     "listener.security.protocol.map": "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
+    # the listener the brokers of a cluster dial each other on (replica fetches, WriteTxnMarkers,
+    # AddPartitionsToTxn verification); empty: the first listener
+    "inter.broker.listener.name": "",
     "sasl.enabled.mechanisms": "GSSAPI",
     "connections.max.reauth.ms": "0",
     "connection.failed.authentication.delay.ms": "100",

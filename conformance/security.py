@@ -57,6 +57,8 @@ PROTOCOLS = ("plaintext", "sasl_plaintext", "sasl_ssl")
 #: What a user's own settings may say (security.protocol), and the SASL mechanisms every driver speaks.
 KAFKA_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISM = "SCRAM-SHA-512"
+#: The embedded cluster's brokers dial each other on this PLAINTEXT listener on a secured run.
+INTER_BROKER_LISTENER = "REPLICATION"
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 LOGIN_MODULES = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
                  "SCRAM-SHA-256": SCRAM_LOGIN_MODULE, "SCRAM-SHA-512": SCRAM_LOGIN_MODULE}
@@ -241,13 +243,21 @@ class Security:
         return dataclasses.replace(self, ca_file=str(bundle), keystore_file=str(keystore))
 
     # -- brokers -------------------------------------------------------------------------------
-    def embedded_broker_configs(self, listen: str) -> dict[str, str]:
-        """The embedded broker's configs (docs/security.md): one listener, on ``listen``
-        (HOST:PORT, the address the target picked), the one the clients use."""
+    def embedded_broker_configs(self, listen: str, cluster: bool = False) -> dict[str, str]:
+        """The embedded broker's configs (docs/security.md): the clients' listener on ``listen``
+        (HOST:PORT, the address the target picked); a broker of a cluster also a PLAINTEXT
+        listener of its own for the other brokers (``inter.broker.listener.name``, any port:
+        it registers it with the controller), as Kafka's deployments with an internal listener."""
         if not self.sasl:
             return {}
         configs = {"listeners": f"{self.protocol}://{listen}", "sasl.enabled.mechanisms": self.mechanism,
                    "kconform.sasl.users": f"{self.username}:{self.password}"}
+        if cluster:
+            host = listen.rpartition(":")[0]
+            configs.update({"listeners": f"{configs['listeners']},{INTER_BROKER_LISTENER}://{host}:0",
+                            "listener.security.protocol.map": f"{self.protocol}:{self.protocol},"
+                                                              f"{INTER_BROKER_LISTENER}:PLAINTEXT",
+                            "inter.broker.listener.name": INTER_BROKER_LISTENER})
         return {**configs, **self.broker_tls_configs()}
 
     def broker_tls_configs(self) -> dict[str, str]:

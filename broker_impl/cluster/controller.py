@@ -90,8 +90,9 @@ class QuorumController:
 
     # ================================================================== brokers
     def register_broker(self, broker_id: int, incarnation_id: str, host: str, port: int,
-                        now: float) -> tuple[Errors, int]:
-        """BrokerRegistration: (error, broker epoch)."""
+                        now: float, inter_broker: tuple[str, int] | None = None) -> tuple[Errors, int]:
+        """BrokerRegistration: (error, broker epoch). ``inter_broker``: the broker's inter-broker
+        listener when the other brokers must not dial its clients' one."""
         self.last_contact[broker_id] = now
         if not self.has_quorum(now):
             return Errors.REQUEST_TIMED_OUT, -1
@@ -103,7 +104,9 @@ class QuorumController:
             log.info("broker %d registers a new incarnation: fencing the old one", broker_id)
             self._fence(broker_id)
         epoch = self.image.offset + 1
-        self.image.brokers[broker_id] = BrokerRegistration(broker_id, incarnation_id, epoch, host, port, fenced=True)
+        ib_host, ib_port = inter_broker or ("", 0)
+        self.image.brokers[broker_id] = BrokerRegistration(broker_id, incarnation_id, epoch, host, port, fenced=True,
+                                                           inter_broker_host=ib_host, inter_broker_port=ib_port)
         self._commit(f"register broker {broker_id} at {host}:{port}")
         return Errors.NONE, epoch
 

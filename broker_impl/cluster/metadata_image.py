@@ -26,10 +26,19 @@ class BrokerRegistration:
     broker_id: int
     incarnation_id: str          # a new one at every start: tells a restart from a reconnect
     broker_epoch: int
-    host: str                    # the advertised listener clients (and other brokers) dial
+    host: str                    # the advertised listener clients dial
     port: int
     fenced: bool = True
     in_controlled_shutdown: bool = False
+    #: the inter-broker listener (inter.broker.listener.name) when it is not the clients' one;
+    #: "" / 0: the brokers dial host:port too
+    inter_broker_host: str = ""
+    inter_broker_port: int = 0
+
+    @property
+    def inter_broker_endpoint(self) -> tuple[str, int]:
+        """Where the other brokers dial this one (Kafka's endpoint of the inter-broker listener)."""
+        return (self.inter_broker_host, self.inter_broker_port) if self.inter_broker_port else (self.host, self.port)
 
     @property
     def alive(self) -> bool:

@@ -68,7 +68,7 @@ class TransactionMarkerChannelManager:
     @property
     def client(self) -> InterBrokerClient:
         if self._client is None:
-            self._client = InterBrokerClient(self.broker.replica_manager.endpoint,
+            self._client = InterBrokerClient(self.broker.replica_manager.inter_broker_endpoint,
                                              f"broker-{self.broker.node_id}-txn-marker-sender",
                                              discover_versions=True, local=self.broker.local_requests)
         return self._client

@@ -30,7 +30,7 @@ VERSION = 5
 class AddPartitionsToTxnManager:
     def __init__(self, broker):
         self.broker = broker
-        self.client = InterBrokerClient(broker.replica_manager.endpoint,
+        self.client = InterBrokerClient(broker.replica_manager.inter_broker_endpoint,
                                          f"AddPartitionsManager-client-{broker.node_id}", discover_versions=True,
                                          local=broker.local_requests)
         self.timeout_s = broker.config.int("request.timeout.ms") / 1000.0

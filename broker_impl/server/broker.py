@@ -48,7 +48,7 @@ from ..cluster.scram import ScramCredentials
 from .broker_lifecycle import CONTROLLED_SHUTDOWN_RECHECK_S, BrokerLifecycleManager, ControllerUnavailable
 from .connection import LocalRequests, serve_connection
 from .controller_server import ControllerServer
-from .listeners import parse_listeners
+from .listeners import inter_broker_listener, parse_listeners
 from .fetch_session import FetchSessionCache
 from .replica_manager import ReplicaManager
 from .topic_creation import TopicCreator
@@ -88,9 +88,11 @@ class Broker:
             self.dynamic_configs = json.loads(self._dynamic_file.read_text())
             config.values.update(self.dynamic_configs)
         self.listeners = parse_listeners(config, host, port)
-        if self.is_cluster and any(x.protocol != "PLAINTEXT" for x in self.listeners):
-            raise ConfigError("a broker of a cluster serves PLAINTEXT listeners only: its replication "
-                              "and controller connections do not speak TLS or SASL")
+        self.inter_broker_listener = inter_broker_listener(config, self.listeners)
+        if self.is_cluster and self.inter_broker_listener.protocol != "PLAINTEXT":
+            raise ConfigError(f"a broker of a cluster needs a PLAINTEXT inter-broker listener (inter.broker.listener.name; "
+                              f"{self.inter_broker_listener.name} is {self.inter_broker_listener.protocol}): the brokers' "
+                              "replication and marker connections do not speak TLS or SASL")
         self.sasl_users = SaslUsers(config) if any(x.sasl for x in self.listeners) else None
         #: SCRAM credentials (AlterUserScramCredentials changes them): a cluster's come with its
         #: metadata image, a one-node broker keeps its own
@@ -133,6 +135,14 @@ class Broker:
         hostport = adv.split(",")[0].split("://", 1)[-1]
         host, _, port = hostport.rpartition(":")
         return host, int(port)
+
+    @property
+    def inter_broker_address(self) -> tuple[str, int]:
+        """Where the other brokers dial this one: the advertised address when the inter-broker
+        listener is the clients' (the first), else that listener's own bound address."""
+        if self.inter_broker_listener is self.listeners[0]:
+            return self.advertised_address
+        return self.inter_broker_listener.host, self.inter_broker_listener.port
 
     def coordinator_for_topic(self, topic: str):
         """The coordinator whose state lives in ``topic`` (None for any other topic)."""

@@ -139,10 +139,13 @@ class BrokerLifecycleManager:
 
     async def _register(self) -> None:
         host, port = self.broker.advertised_address
+        ib_host, ib_port = self.broker.inter_broker_address
+        if (ib_host, ib_port) == (host, port):
+            ib_host, ib_port = "", 0
         while True:
             try:
                 r = await self.request("register", broker_id=self.broker.node_id, incarnation_id=self.incarnation_id,
-                                       host=host, port=port)
+                                       host=host, port=port, inter_broker_host=ib_host, inter_broker_port=ib_port)
             except ControllerUnavailable as exc:
                 raise ChannelClosed(str(exc)) from None
             if r["error"] == Errors.NONE:

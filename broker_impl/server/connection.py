@@ -238,8 +238,9 @@ class LocalRequests:
         self._correlation_ids = itertools.count(1)
 
     def serves(self, address: tuple[str, int]) -> bool:
-        """Whether ``address`` is this broker's own listener."""
-        return address == (self.broker.host, self.broker.port)
+        """Whether ``address`` is this broker's own listener (the first, or the inter-broker one)."""
+        ib = self.broker.inter_broker_listener
+        return address in ((self.broker.host, self.broker.port), (ib.host, ib.port))
 
     async def send(self, api_name: str, version: int, client_id: str, body):
         handler = HANDLERS[API[api_name].key]

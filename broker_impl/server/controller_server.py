@@ -154,7 +154,8 @@ class ControllerServer:
         reply: dict = {"id": msg.get("id")}
         try:
             if op == "register":
-                err, epoch = c.register_broker(msg["broker_id"], msg["incarnation_id"], msg["host"], msg["port"], now)
+                ib = (msg["inter_broker_host"], msg["inter_broker_port"]) if msg.get("inter_broker_port") else None
+                err, epoch = c.register_broker(msg["broker_id"], msg["incarnation_id"], msg["host"], msg["port"], now, ib)
                 reply.update(error=int(err), broker_epoch=epoch)
                 if err == Errors.NONE:
                     session.broker_id = msg["broker_id"]

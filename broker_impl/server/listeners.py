@@ -99,6 +99,21 @@ def parse_listeners(config: BrokerConfig, host: str, port: int) -> list[Listener
     return out
 
 
+def inter_broker_listener(config: BrokerConfig, listeners: list[Listener]) -> Listener:
+    """The listener named by ``inter.broker.listener.name`` (empty: the first). A cluster's
+    brokers dial each other there (replica fetches, WriteTxnMarkers, AddPartitionsToTxn
+    verification); Kafka's usual secured set-up is a separate internal listener, e.g.
+    ``listeners=SASL_SSL://...,REPLICATION://...`` with ``REPLICATION:PLAINTEXT`` in the map."""
+    name = config.str("inter.broker.listener.name").strip().upper()
+    if not name:
+        return listeners[0]
+    for listener in listeners:
+        if listener.name == name:
+            return listener
+    raise ConfigError(f"inter.broker.listener.name={name}: no such listener in listeners "
+                      f"({', '.join(x.name for x in listeners)})")
+
+
 def sasl_enabled_mechanisms(config: BrokerConfig) -> list[str]:
     """The enabled mechanisms in the order SaslHandshake lists them: Kafka's
     ``new ArrayList<>(new HashSet<>(enabled))``, so Java's HashSet order, not the config's

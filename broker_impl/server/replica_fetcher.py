@@ -65,7 +65,7 @@ class ReplicaFetcher:
         self.max_bytes = cfg.int("replica.fetch.max.bytes")
         self.backoff_s = cfg.int("replica.fetch.backoff.ms") / 1000.0
         self.socket_timeout_s = cfg.int("replica.socket.timeout.ms") / 1000.0
-        self.client = InterBrokerClient(broker.replica_manager.endpoint,
+        self.client = InterBrokerClient(broker.replica_manager.inter_broker_endpoint,
                                         f"broker-{broker.node_id}-fetcher-{fetcher_index}")
         self.partitions: dict[tuple[str, int], FetchState] = {}
         self._wake = trio.Event()

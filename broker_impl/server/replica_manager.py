@@ -118,6 +118,14 @@ class ReplicaManager:
         reg = self.image.brokers.get(node_id)
         return None if reg is None else (reg.host, reg.port)
 
+    def inter_broker_endpoint(self, node_id: int) -> tuple[str, int] | None:
+        """Where this broker dials ``node_id`` for its own requests (replica fetches, markers,
+        verification): the node's inter-broker listener (inter.broker.listener.name)."""
+        if not self.replicated and node_id == self.local_id:
+            return self.broker.inter_broker_address
+        reg = self.image.brokers.get(node_id)
+        return None if reg is None else reg.inter_broker_endpoint
+
     def _min_isr(self, configs: dict[str, str]) -> int:
         return int(configs.get("min.insync.replicas", self.default_min_isr))
 

@@ -127,6 +127,9 @@ class Target(abc.ABC):
     #: send each other (Kafka's inter-broker SASL settings), so they may dial the proxy's
     #: advertised ports; the embedded broker cannot (docs/security.md): its proxy rewrites.
     authenticates_own_requests: ClassVar[bool] = False
+    #: On a run over SASL its cluster's brokers dial each other on a PLAINTEXT listener of their
+    #: own (inter.broker.listener.name), not on the run's secured one.
+    plaintext_inter_broker_listener: ClassVar[bool] = False
     #: Starts with the run's SASL listener and user (`kconform run --security`,
     #: conformance/security.py); a target without: not applicable on such a run.
     secures_listeners: ClassVar[bool] = False
@@ -241,7 +244,7 @@ class Target(abc.ABC):
             raise NotApplicable(f"target {self.name!r} does not set up a {sec.protocol} listener "
                                 "(kconform run --security)")
         if sec.sasl and not sec.given and (topology.nodes > 1 or topology.controller == "dedicated") \
-                and not self.authenticates_own_requests:
+                and not self.authenticates_own_requests and not self.plaintext_inter_broker_listener:
             raise NotApplicable(f"target {self.name!r} serves {security.current().protocol} on one node only: "
                                 "its nodes' connections to each other do not authenticate (docs/security.md)")
         if topology.nodes > 1 and not self._may_have_nodes(topology.nodes):

@@ -81,6 +81,7 @@ class EmbeddedTarget(LocalProcessTarget):
     static_capabilities = frozenset({"kill", "pause", "restart", "stop_node", "fault_points", "multi_node",
                                      "dedicated_controller", "wire_markers", "txn_verification"})
     advertises_listeners = True
+    plaintext_inter_broker_listener = True
     secures_listeners = True
     per_node_configs = True
     ready_timeout = 30.0
@@ -124,7 +125,8 @@ class EmbeddedTarget(LocalProcessTarget):
         ]
         if "process.roles" not in broker_configs:   # a broker: the run's security (a controller
             # is reached by the brokers only, over PLAINTEXT)
-            broker_configs = {**security.current().embedded_broker_configs(listen), **broker_configs}
+            cluster = "controller.quorum.voters" in broker_configs
+            broker_configs = {**security.current().embedded_broker_configs(listen, cluster), **broker_configs}
         for key, value in broker_configs.items():
             argv += ["--set", f"{key}={value}"]
         return argv + self.extra_args

@@ -111,3 +111,28 @@ def test_a_changed_password_is_written_nowhere_either(tmp_path, monkeypatch):
     assert made == [18]   # the case's password: new step made it here
     assert secret_leaks(results, changed) == []
     assert secret_leaks(results, sec.password) == []
+
+
+def test_an_embedded_cluster_serves_a_sasl_ssl_run(tmp_path):
+    """Three brokers and a controller, the clients on SASL_SSL, the brokers dialling each other on
+    their PLAINTEXT REPLICATION listener: a leader killed under acks=all, and a transaction
+    coordinator killed mid-transaction (markers and verification between brokers). The clients authenticated (their
+    transcripts hold the SCRAM exchange) and no broker log says a replica fetch, a marker or a
+    verification was refused."""
+    if not CLIENTS["confluent"].availability()[0]:
+        pytest.skip("confluent-kafka is not available")
+    sec = Security.generate("sasl_ssl")
+    results = tmp_path / "results"
+    cases = ["cluster/acks_all_survives_leader_kill", "cluster/coordinator_kill_mid_txn"]
+    rows = run(RunOptions(targets=["embedded"], clients=["confluent"], cases=load_cases(cases),
+                          results_dir=results, proxy="auto", jobs=1, security=sec))
+    assert [(r.case, r.verdict.value, r.security_protocol) for r in rows] == \
+        [(c, "pass", "SASL_SSL") for c in cases], [r.reason for r in rows]
+    for row in rows:
+        transcript = results / row.artifacts["transcript"]
+        names = [json.loads(line).get("api_name") for line in transcript.read_text().splitlines()]
+        assert names.count("SaslAuthenticate") >= 4, (row.case, names[:10])
+    logs = "\n".join(p.read_text(errors="replace") for p in results.rglob("broker.log")) + \
+        "\n".join(p.read_text(errors="replace") for p in results.rglob("*server*.log"))
+    assert "ILLEGAL_SASL_STATE" not in logs and "SASL_AUTHENTICATION_FAILED" not in logs
+    assert secret_leaks(results, sec.password) == []

@@ -116,8 +116,7 @@ def test_embedded_broker_is_not_advertised_behind_the_proxy_over_sasl():
 
 
 def test_a_run_over_sasl_is_not_applicable_where_the_target_cannot_secure_it(tmp_path):
-    """Checked before any process starts: a target without a SASL set-up, and an embedded
-    cluster (its nodes' own connections are PLAINTEXT)."""
+    """Checked before any process starts: a target without a SASL set-up."""
     from conformance.results import NotApplicable
     from conformance.targets.base import Target
     from conformance.targets.topology import Topology
@@ -133,8 +132,20 @@ def test_a_run_over_sasl_is_not_applicable_where_the_target_cannot_secure_it(tmp
     with security.use(Security.generate("sasl_plaintext")):
         with pytest.raises(NotApplicable, match="does not set up a SASL_PLAINTEXT listener"):
             Plain().start(Topology(), {}, tmp_path)
-        with pytest.raises(NotApplicable, match="one node only"):
-            TARGETS["embedded"]().start(Topology(nodes=3), {}, tmp_path)
+
+
+def test_an_embedded_cluster_on_a_sasl_run_dials_its_brokers_on_a_plaintext_listener():
+    """The clients' listener is the run's; the brokers of a cluster get a PLAINTEXT listener of
+    their own for each other (Kafka's inter.broker.listener.name), so their replica fetches,
+    markers and verifications need no credentials. A one-node broker has the run's only."""
+    with security.use(Security.generate("sasl_ssl")) as sec:
+        one = sec.embedded_broker_configs("127.0.0.1:9092")
+        assert one["listeners"] == "SASL_SSL://127.0.0.1:9092" and "inter.broker.listener.name" not in one
+        node = sec.embedded_broker_configs("127.0.0.1:9092", cluster=True)
+        assert node["listeners"] == "SASL_SSL://127.0.0.1:9092,REPLICATION://127.0.0.1:0"
+        assert node["listener.security.protocol.map"] == "SASL_SSL:SASL_SSL,REPLICATION:PLAINTEXT"
+        assert node["inter.broker.listener.name"] == "REPLICATION"
+        assert node["ssl.keystore.location"] == one["ssl.keystore.location"]
 
 
 def test_properties_files_are_read_as_java_reads_them():

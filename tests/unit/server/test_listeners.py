@@ -10,7 +10,7 @@ import trio
 import trio.testing
 
 from broker_impl.config import BrokerConfig, ConfigError
-from broker_impl.server.listeners import java_hash_set_order, parse_listeners, secure, ssl_principal
+from broker_impl.server.listeners import inter_broker_listener, java_hash_set_order, parse_listeners, secure, ssl_principal
 
 trustme = pytest.importorskip("trustme")
 
@@ -43,6 +43,18 @@ def test_named_listeners_map_to_protocols():
 def test_refused_configs(values):
     with pytest.raises(ConfigError):
         parse_listeners(BrokerConfig(values), "127.0.0.1", 0)
+
+
+def test_inter_broker_listener_by_name_else_the_first():
+    values = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0,REPLICATION://127.0.0.1:0",
+              "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,REPLICATION:PLAINTEXT",
+              "sasl.enabled.mechanisms": "PLAIN", "kconform.sasl.users": "a:b"}
+    listeners = parse_listeners(BrokerConfig(values), "127.0.0.1", 1)
+    assert inter_broker_listener(BrokerConfig(values), listeners).name == "SASL_PLAINTEXT"
+    named = BrokerConfig({**values, "inter.broker.listener.name": "replication"})
+    assert inter_broker_listener(named, listeners) is listeners[1]
+    with pytest.raises(ConfigError, match="INTERNAL: no such listener"):
+        inter_broker_listener(BrokerConfig({**values, "inter.broker.listener.name": "INTERNAL"}), listeners)
 
 
 def test_mechanisms_in_javas_hash_set_order():
@@ -115,3 +127,18 @@ def test_wrong_key_password_is_refused(tmp_path):
 
 def test_tls_without_client_certificate_request_is_anonymous(tmp_path):
     assert trio.run(_principal_over_tls, tmp_path, "none", True) == "User:ANONYMOUS"
+
+
+def test_a_cluster_broker_needs_a_plaintext_inter_broker_listener(tmp_path):
+    """A broker of a cluster may serve its clients SASL when the brokers dial each other on a
+    PLAINTEXT listener (its replication and marker connections do not authenticate)."""
+    from broker_impl.server.broker import Broker
+    values = {"controller.quorum.voters": "0@127.0.0.1:1", "node.id": "1",
+              "listeners": "SASL_PLAINTEXT://127.0.0.1:0,REPLICATION://127.0.0.1:0",
+              "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,REPLICATION:PLAINTEXT",
+              "sasl.enabled.mechanisms": "PLAIN", "kconform.sasl.users": "a:b"}
+    with pytest.raises(ConfigError, match="needs a PLAINTEXT inter-broker listener"):
+        Broker(BrokerConfig(values), tmp_path / "a")
+    broker = Broker(BrokerConfig({**values, "inter.broker.listener.name": "REPLICATION"}), tmp_path / "b")
+    assert broker.inter_broker_listener.name == "REPLICATION"
+    assert broker.inter_broker_address == ("127.0.0.1", 0)   # bound at start, then registered
