@@ -76,7 +76,7 @@ async def handle_list_offsets(broker: Broker, ctx, req):
                     pr.leader_epoch = part.leader_epoch
                 elif ts in (EARLIEST, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD):
                     pr.offset = plog.log_start_offset
-                    pr.leader_epoch = part.leader_epoch
+                    pr.leader_epoch = plog.log_start_epoch()
                 elif ts == LATEST_TIERED:
                     pr.offset = -1
                 elif ts < MAX_TIMESTAMP:
@@ -86,8 +86,8 @@ async def handle_list_offsets(broker: Broker, ctx, req):
                     upper = _upper(plog, committed, from_client)
                     found = plog.offset_for_timestamp(ts, max_offset=upper)
                     if found is not None:  # None also when the match is at or past ``upper``
-                        pr.offset, pr.timestamp = found.offset, found.timestamp
-                        pr.leader_epoch = part.leader_epoch
+                        # the epoch of the batch that holds the record (FileRecords.searchForTimestamp)
+                        pr.offset, pr.timestamp, pr.leader_epoch = found.offset, found.timestamp, found.leader_epoch
             except KafkaError as exc:
                 pr.error_code = exc.error
         out.append(T(name=t.name, partitions=parts))

@@ -519,6 +519,18 @@ class PartitionLog:
         return out
 
     # ================================================================== ListOffsets
+    def log_start_epoch(self) -> int:
+        """The leader epoch ListOffsets(EARLIEST) names with the log start offset: the epoch
+        cache's first entry when it starts at or before the log start (UnifiedLog
+        .fetchOffsetByTimestamp), so after a failover the epoch the oldest records were written
+        in, not the current one; -1 when the first entry starts later. A log that never had an
+        entry (a leader assigns its epoch at election in Kafka, always) names its own epoch."""
+        entries = self.leader_epoch_cache.entries()
+        if not entries:
+            return self.leader_epoch
+        epoch, start = entries[0]
+        return epoch if start <= self.log_start_offset else -1
+
     def offset_for_timestamp(self, timestamp: int,
                              max_offset: int | None = None) -> TimestampAndOffset | None:
         """ListOffsets: ``timestamp`` >= 0 gives the first record whose timestamp is >= it;
@@ -528,8 +540,7 @@ class PartitionLog:
         i.e. offset -1 in the response), as Partition.fetchOffsetForTimestamp filters them."""
         limit = self._leo if max_offset is None else max_offset
         if timestamp == EARLIEST_TIMESTAMP:
-            return TimestampAndOffset(rec.NO_TIMESTAMP, self.log_start_offset,
-                                      self.leader_epoch)
+            return TimestampAndOffset(rec.NO_TIMESTAMP, self.log_start_offset, self.log_start_epoch())
         if timestamp == LATEST_TIMESTAMP:
             return TimestampAndOffset(rec.NO_TIMESTAMP, limit, self.leader_epoch)
         if timestamp == MAX_TIMESTAMP:
