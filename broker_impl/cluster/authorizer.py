@@ -204,10 +204,7 @@ class StandardAuthorizer:
         self.path = path
         self.acls: dict[AclBinding, None] = {}      # an ordered set, in the order of creation
         if path is not None and path.exists():
-            for d in json.loads(path.read_text()):
-                b = AclBinding(Res(d["resource_type"]), d["resource_name"], PatternType(d["pattern_type"]),
-                               d["principal"], d["host"], Op(d["operation"]), AclPermissionType(d["permission_type"]))
-                self.acls[b] = None
+            self.load(json.loads(path.read_text()))
 
     @classmethod
     def from_config(cls, config: BrokerConfig, data_dir: Path, is_cluster: bool) -> StandardAuthorizer | None:
@@ -216,11 +213,10 @@ class StandardAuthorizer:
             return None
         if name != STANDARD_AUTHORIZER:
             raise ConfigError(f"authorizer.class.name={name!r}: only {STANDARD_AUTHORIZER} is implemented")
-        if is_cluster:
-            raise ConfigError("a broker of a cluster takes no authorizer: its nodes share no ACLs yet "
-                              "(docs/security.md)")
         supers = {s.strip() for s in config.str("super.users").split(";") if s.strip()}
-        return cls(supers, config.bool("allow.everyone.if.no.acl.found"), Path(data_dir) / ACLS_FILE)
+        # a broker of a cluster keeps no file: its ACLs come with the controller's metadata image
+        return cls(supers, config.bool("allow.everyone.if.no.acl.found"),
+                   None if is_cluster else Path(data_dir) / ACLS_FILE)
 
     # -- decisions ---------------------------------------------------------
     def authorize(self, principal: str, host: str, op: AclOperation, rtype: ResourceType, name: str) -> bool:
@@ -279,10 +275,29 @@ class StandardAuthorizer:
             self._save()
         return out
 
+    # -- the JSON form (acls.json; a cluster's metadata image) -------------
+    def load(self, dicts: list[dict]) -> None:
+        """Replace every ACL by these (the JSON form of ``as_dicts``, in creation order)."""
+        self.acls = {binding_from_dict(AclBinding, d): None for d in dicts}
+
+    def as_dicts(self) -> list[dict]:
+        return [binding_dict(b) for b in self.acls]
+
     def _save(self) -> None:
         if self.path is not None:
-            replace_durably(self.path, json.dumps([{k: (int(v) if isinstance(v, IntEnum) else v)
-                                                    for k, v in asdict(b).items()} for b in self.acls], indent=1))
+            replace_durably(self.path, json.dumps(self.as_dicts(), indent=1))
+
+
+def binding_dict(b: AclBinding | AclBindingFilter) -> dict:
+    """An ACL binding or filter as JSON (enums by code): acls.json, the metadata image, and what
+    a broker of a cluster forwards to the controller."""
+    return {k: (int(v) if isinstance(v, IntEnum) else v) for k, v in asdict(b).items()}
+
+
+def binding_from_dict(cls: type, d: dict):
+    """``binding_dict``'s inverse, for AclBinding or AclBindingFilter (the same fields)."""
+    return cls(Res(d["resource_type"]), d["resource_name"], PatternType(d["pattern_type"]), d["principal"], d["host"],
+               Op(d["operation"]), AclPermissionType(d["permission_type"]))
 
 
 def client_host(ctx) -> str:

@@ -42,6 +42,7 @@ from typing import Callable
 from ..config import BrokerConfig
 from ..protocol.errors import Errors, KafkaError
 from .durable_file import replace_durably
+from .authorizer import AclBinding, AclBindingFilter, StandardAuthorizer, binding_dict, binding_from_dict
 from .scram import ScramCredentials
 from .metadata_image import NO_LEADER, BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
 from .topic_admin import alter_broker_defaults, alter_topic_configs, new_partition_replicas
@@ -431,6 +432,23 @@ class QuorumController:
         new.leader_epoch += 1
         self._apply(topic, index, new)
         return Errors.NONE, None
+    # ================================================================== ACLs
+    def alter_acls(self, creations: list[dict], deletions: list[dict], now: float) -> list[list[dict]] | None:
+        """CreateAcls / DeleteAcls forwarded by a broker (Kafka's AclControlManager): the valid
+        bindings created, then per deletion filter the bindings it removed; one commit. None
+        without a quorum (nothing can be committed)."""
+        if not self.has_quorum(now):
+            return None
+        acls = StandardAuthorizer(set(), False)
+        acls.load(self.image.acls)
+        before = acls.as_dicts()
+        acls.create([binding_from_dict(AclBinding, d) for d in creations])
+        deleted = acls.delete([binding_from_dict(AclBindingFilter, d) for d in deletions])
+        if acls.as_dicts() != before:
+            self.image.acls = acls.as_dicts()
+            self._commit(f"ACLs: {len(creations)} created, {sum(map(len, deleted))} deleted")
+        return [[binding_dict(b) for b in matched] for matched in deleted]
+
     # ================================================================== SCRAM credentials
     def alter_user_scram_credentials(self, deletions, upsertions, now: float):
         """AlterUserScramCredentials (Kafka's ScramControlManager): the valid changes in one step;

@@ -80,6 +80,9 @@ class MetadataImage:
     #: SCRAM credentials (UserScramCredentialRecord / RemoveUserScramCredentialRecord), in
     #: cluster/scram's JSON form
     scram: list[dict] = field(default_factory=list)
+    #: ACLs (AccessControlEntryRecord / RemoveAccessControlEntryRecord), in creation order, in
+    #: cluster/authorizer's JSON form
+    acls: list[dict] = field(default_factory=list)
 
     # ------------------------------------------------------------------ questions
     def alive_brokers(self) -> list[BrokerRegistration]:
@@ -98,6 +101,7 @@ class MetadataImage:
             "next_producer_id": self.next_producer_id,
             "broker_defaults": self.broker_defaults,
             "scram": self.scram,
+            "acls": self.acls,
             "brokers": [asdict(b) for _, b in sorted(self.brokers.items())],
             "topics": [{"name": t.name, "topic_id": t.topic_id.hex(), "configs": t.configs,
                         "partitions": [asdict(p) for p in t.partitions]}
@@ -107,7 +111,8 @@ class MetadataImage:
     @classmethod
     def from_dict(cls, d: dict) -> "MetadataImage":
         img = cls(offset=d["offset"], next_producer_id=d.get("next_producer_id", 0),
-                  broker_defaults=dict(d.get("broker_defaults") or {}), scram=d.get("scram", []))
+                  broker_defaults=dict(d.get("broker_defaults") or {}), scram=d.get("scram", []),
+                  acls=d.get("acls", []))
         for b in d["brokers"]:
             reg = BrokerRegistration(**b)
             img.brokers[reg.broker_id] = reg

@@ -27,7 +27,8 @@ from . import handles
 from ..protocol.codegen import ProtocolError
 from ..protocol.errors import Errors
 from ..cluster.authorizer import (AclBinding, AclBindingFilter, AclOperation as Op, AclPermissionType, PatternType,
-                                 ResourceType, enum_of, allowed_cluster)
+                                 ResourceType, binding_dict, binding_from_dict, enum_of, allowed_cluster)
+from ..server.broker_lifecycle import ControllerUnavailable
 
 if TYPE_CHECKING:
     from ..server.broker import Broker
@@ -96,8 +97,28 @@ async def handle_create_acls(broker: Broker, ctx, req):
                        C(error_code=Errors.NONE, error_message=""))
         if why is None:
             valid.append(b)
-    broker.authorizer.create(valid)
+    if broker.is_cluster:
+        error, _ = await _forward(broker, valid, [])
+        if error != Errors.NONE:
+            return every(error, None)
+    else:
+        broker.authorizer.create(valid)
     return R(throttle_time_ms=0, results=results)
+
+
+async def _forward(broker: Broker, creations: list[AclBinding], deletions: list[AclBindingFilter]):
+    """A broker of a cluster forwards ACL changes to the controller, which commits them to the
+    metadata image every broker applies (Kafka's brokers forward CreateAcls and DeleteAcls):
+    (error, per deletion filter the bindings it removed). A forwarding that found no quorum is
+    answered with the request's error response, no message, as Kafka's ForwardingManager does."""
+    try:
+        r = await broker.lifecycle.request("alter_acls", creations=[binding_dict(b) for b in creations],
+                                           deletions=[binding_dict(f) for f in deletions])
+    except ControllerUnavailable:
+        r = {"error": int(Errors.REQUEST_TIMED_OUT)}
+    if r["error"] != Errors.NONE:
+        return Errors(r["error"]), []
+    return Errors.NONE, [[binding_from_dict(AclBinding, d) for d in matched] for matched in r["deleted"]]
 
 
 @handles("DeleteAcls")
@@ -116,7 +137,12 @@ async def handle_delete_acls(broker: Broker, ctx, req):
         return every(Errors.CLUSTER_AUTHORIZATION_FAILED, _not_authorized(ctx, Op.ALTER))
     if broker.authorizer is None:
         return every(Errors.SECURITY_DISABLED, NO_AUTHORIZER)
-    deleted = broker.authorizer.delete(filters)
+    if broker.is_cluster:
+        error, deleted = await _forward(broker, [], filters)
+        if error != Errors.NONE:
+            return every(error, None)
+    else:
+        deleted = broker.authorizer.delete(filters)
     return R(throttle_time_ms=0, filter_results=[
         F(error_code=Errors.NONE, error_message=None, matching_acls=[
             M(error_code=Errors.NONE, error_message=None, resource_type=b.resource_type, resource_name=b.resource_name,

@@ -121,6 +121,8 @@ class BrokerLifecycleManager:
                     if image.offset > self.applied_offset:
                         self.broker.replica_manager.apply_image(image)
                         self.broker.scram_credentials.load_changes(image.scram)
+                        if self.broker.authorizer is not None:
+                            self.broker.authorizer.load(image.acls)
                         self.applied_offset = image.offset
                     if 0 <= self.broker_epoch <= self.applied_offset:
                         # caught up with the metadata up to its registration: Kafka's broker opens

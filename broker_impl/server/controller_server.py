@@ -194,6 +194,12 @@ class ControllerServer:
                     reply.update(error=int(Errors.REQUEST_TIMED_OUT))
                 else:
                     reply.update(error=0, results=[[r.user, int(r.error), r.message] for r in results])
+            elif op == "alter_acls":
+                deleted = c.alter_acls(msg["creations"], msg["deletions"], now)
+                if deleted is None:
+                    reply.update(error=int(Errors.REQUEST_TIMED_OUT))
+                else:
+                    reply.update(error=0, deleted=deleted)
             elif op == "allocate_producer_ids":
                 err, first, size = c.allocate_producer_ids(msg["broker_id"], msg["broker_epoch"], now)
                 reply.update(error=int(err), first=first, size=size)

@@ -49,6 +49,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import time
@@ -171,6 +172,26 @@ def sasl_broker_configs(sec: security.Security) -> dict[str, str]:
             f"listener.name.{listener}.{sec.mechanism.lower()}.sasl.jaas.config":
                 sec.client_properties()["sasl.jaas.config"],
             **sec.broker_tls_configs()}
+
+
+#: The principal the nodes of a KRaft cluster with an authorizer speak to the controllers as.
+CONTROLLER_PRINCIPAL = "kconform-controller"
+
+
+def controller_sasl_configs(configs: dict[str, str], password: str) -> dict[str, str]:
+    """A KRaft cluster of several nodes with the StandardAuthorizer: the controllers answer
+    nothing but a super user's requests until they have loaded the ACLs (AuthorizerNotReady
+    -- their first Vote requests failed and the nodes exited), and on a PLAINTEXT controller
+    listener every node is User:ANONYMOUS, which as a super user would make every PLAINTEXT
+    client one too. So the controller listener speaks SASL_PLAINTEXT with PLAIN and a user of
+    its own (JAAS, no metadata needed) that ``super.users`` lists -- Kafka's documented set-up."""
+    supers = [s for s in configs.get("super.users", "").split(";") if s.strip()]
+    jaas = (f'org.apache.kafka.common.security.plain.PlainLoginModule required username="{CONTROLLER_PRINCIPAL}" '
+            f'password="{password}" user_{CONTROLLER_PRINCIPAL}="{password}";')
+    return {"sasl.mechanism.controller.protocol": "PLAIN",
+            "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.controller.plain.sasl.jaas.config": jaas,
+            "super.users": ";".join(supers + [f"User:{CONTROLLER_PRINCIPAL}"])}
 
 
 def _listener_named(advertised: str, name: str) -> str:
@@ -328,11 +349,15 @@ class ApacheKafkaTarget(LocalProcessTarget):
         voters = ",".join(f"{i}@{HOST}:{self.controller_ports[i]}" for i in voter_ids)
         sec = security.current()
         client = sec.protocol     # the client listener's name and protocol: PLAINTEXT or SASL_PLAINTEXT
+        secured_quorum = configs.get("authorizer.class.name") == STANDARD_AUTHORIZER and (n > 1 or dedicated)
         common = {
             "controller.quorum.voters": voters,
-            "listener.security.protocol.map": f"{client}:{client},CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map":
+                f"{client}:{client},CONTROLLER:{'SASL_PLAINTEXT' if secured_quorum else 'PLAINTEXT'}",
             "controller.listener.names": "CONTROLLER",
         }
+        if secured_quorum:
+            configs.update(controller_sasl_configs(configs, secrets.token_urlsafe(18)))
         node_props: dict[int, dict[str, str]] = {}
         for i in broker_ids:
             listeners = [f"{client}://{HOST}:{client_ports[i]}"]

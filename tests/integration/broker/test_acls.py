@@ -515,3 +515,74 @@ def test_raw_refusals_of_the_transaction_and_group_apis(secured):
     r = ask("LeaveGroup", 5, group_id=group, members=[LG.MemberIdentity(member_id="m", group_instance_id=None,
                                                                          reason=None)])
     assert (r.error_code, r.members) == (30, [])
+
+
+def test_a_cluster_shares_its_acls_through_the_controller(tmp_path):
+    """Three embedded brokers with the authorizer: CreateAcls sent to one broker is forwarded to
+    the controller and reaches every broker (each answers DescribeAcls with it, and the broker
+    that coordinates a transactional id enforces it: InitProducerId refused there); DeleteAcls
+    through another broker answers what it removed and every broker forgets it; a restarted
+    broker has the ACLs from the metadata image."""
+    from conformance.targets.embedded import EmbeddedTarget
+    from conformance.targets.topology import Topology
+
+    D, C, X, I = (API[n].Request for n in ("DescribeAcls", "CreateAcls", "DeleteAcls", "InitProducerId"))
+    deny = dict(resource_type=5, resource_name="txn-c", resource_pattern_type=3, principal="User:*", host="*",
+                operation=4, permission_type=2)
+    target = EmbeddedTarget()
+    try:
+        target.start(Topology(nodes=3, topics=[]), {
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "allow.everyone.if.no.acl.found": "true"}, tmp_path / "c")
+        addresses = [f"{h}:{p}" for _, (h, p) in target.live_addresses()]
+
+        def listed(address: str) -> int:
+            with RawConnection(address) as conn:
+                r = conn.request("DescribeAcls", 2, D(resource_type_filter=5, resource_name_filter="txn-c",
+                                                      pattern_type_filter=3, principal_filter=None, host_filter=None,
+                                                      operation=1, permission_type=1))
+            return sum(len(res.acls) for res in r.resources)
+
+        def every_broker_lists(n: int) -> bool:
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                if all(listed(a) == n for a in target_addresses()):
+                    return True
+                time.sleep(0.2)
+            return False
+
+        def target_addresses():
+            return [f"{h}:{p}" for _, (h, p) in target.live_addresses()]
+
+        def init_error() -> int:
+            """InitProducerId for txn-c on each broker until one is its coordinator (the others
+            answer NOT_COORDINATOR)."""
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                for address in target_addresses():
+                    with RawConnection(address) as conn:
+                        r = conn.request("InitProducerId", 4, I(transactional_id="txn-c", transaction_timeout_ms=60000,
+                                                                producer_id=-1, producer_epoch=-1))
+                    if r.error_code not in (14, 15, 16):   # load in progress, not available, not coordinator
+                        return r.error_code
+                time.sleep(0.2)
+            raise AssertionError("no broker coordinates txn-c")
+
+        with RawConnection(addresses[0]) as conn:
+            r = conn.request("CreateAcls", 3, C(creations=[C.AclCreation(**deny)]))
+        assert [x.error_code for x in r.results] == [0]
+        assert every_broker_lists(1)
+        assert init_error() == 53   # TRANSACTIONAL_ID_AUTHORIZATION_FAILED, from its coordinator
+        node = target.node_ids()[-1]
+        target.restart(node)
+        assert every_broker_lists(1)
+        with RawConnection(target_addresses()[1]) as conn:
+            r = conn.request("DeleteAcls", 3, X(filters=[X.DeleteAclsFilter(
+                resource_type_filter=5, resource_name_filter="txn-c", pattern_type_filter=3, principal_filter=None,
+                host_filter=None, operation=1, permission_type=2)]))
+        assert [(m.resource_name, m.operation, m.permission_type) for m in r.filter_results[0].matching_acls] == \
+            [("txn-c", 4, 2)]
+        assert every_broker_lists(0)
+        assert init_error() == 0
+    finally:
+        target.stop()

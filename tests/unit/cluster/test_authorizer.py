@@ -162,7 +162,40 @@ def test_configuration(tmp_path):
                          "allow.everyone.if.no.acl.found": "true"})
     a = StandardAuthorizer.from_config(conf, tmp_path, False)
     assert {"User:admin", "User:ops"} <= a.super_users and a.allow_if_no_acl
-    with pytest.raises(ConfigError):
-        StandardAuthorizer.from_config(conf, tmp_path, True)        # a cluster's broker
+    cluster_broker = StandardAuthorizer.from_config(conf, tmp_path, True)
+    assert cluster_broker.path is None          # its ACLs come with the metadata image
     with pytest.raises(ConfigError):
         StandardAuthorizer.from_config(BrokerConfig({"authorizer.class.name": "kafka.security.Other"}), tmp_path, False)
+
+
+def test_a_cluster_controller_commits_acls_and_a_restart_keeps_them(tmp_path):
+    """A broker of a cluster forwards CreateAcls/DeleteAcls (handlers/acls): the controller
+    commits them to the metadata image in one step, which every broker applies; a controller
+    restarted from its metadata file has them. No quorum: nothing is committed."""
+    from broker_impl.cluster.authorizer import binding_dict
+    from broker_impl.cluster.controller import QuorumController
+    from broker_impl.config import BrokerConfig
+
+    allow = AclBinding(Res.TRANSACTIONAL_ID, "txn-1", Pat.LITERAL, "User:*", "*", Op.WRITE,
+                       Perm.ALLOW)
+    deny = AclBinding(Res.TRANSACTIONAL_ID, "txn-1", Pat.LITERAL, "User:*", "*", Op.WRITE,
+                      Perm.DENY)
+    c = QuorumController(BrokerConfig({}), tmp_path / "ctl", frozenset({1, 2, 3}))
+    assert c.alter_acls([binding_dict(allow)], [], now=0.0) is None and c.image.acls == []
+    for node in (1, 2):
+        c.register_broker(node, f"inc-{node}", "127.0.0.1", 9000 + node, now=0.0)
+    offset = c.image.offset
+    assert c.alter_acls([binding_dict(allow), binding_dict(deny)], [], now=0.0) == []
+    assert c.image.offset == offset + 1
+    broker_side = StandardAuthorizer(set(), True)
+    broker_side.load(c.image.acls)
+    assert not broker_side.authorize("User:alice", "127.0.0.1", Op.WRITE, Res.TRANSACTIONAL_ID, "txn-1")
+    only_deny = AclBindingFilter(Res.TRANSACTIONAL_ID, "txn-1", Pat.LITERAL, None, None, Op.ANY,
+                                 Perm.DENY)
+    assert c.alter_acls([], [binding_dict(only_deny)], now=0.0) == [[binding_dict(deny)]]
+    assert c.alter_acls([], [binding_dict(only_deny)], now=0.0) == [[]]          # nothing left to commit
+    assert c.image.offset == offset + 2
+    again = QuorumController(BrokerConfig({}), tmp_path / "ctl", frozenset({1, 2, 3}))
+    assert again.image.acls == [binding_dict(allow)]
+    broker_side.load(again.image.acls)
+    assert broker_side.authorize("User:alice", "127.0.0.1", Op.WRITE, Res.TRANSACTIONAL_ID, "txn-1")
