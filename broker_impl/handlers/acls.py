@@ -28,7 +28,6 @@ from ..protocol.codegen import ProtocolError
 from ..protocol.errors import Errors
 from ..cluster.authorizer import (AclBinding, AclBindingFilter, AclOperation as Op, AclPermissionType, PatternType,
                                  ResourceType, binding_dict, binding_from_dict, enum_of, allowed_cluster)
-from ..server.broker_lifecycle import ControllerUnavailable
 
 if TYPE_CHECKING:
     from ..server.broker import Broker
@@ -109,13 +108,10 @@ async def handle_create_acls(broker: Broker, ctx, req):
 async def _forward(broker: Broker, creations: list[AclBinding], deletions: list[AclBindingFilter]):
     """A broker of a cluster forwards ACL changes to the controller, which commits them to the
     metadata image every broker applies (Kafka's brokers forward CreateAcls and DeleteAcls):
-    (error, per deletion filter the bindings it removed). A forwarding that found no quorum is
-    answered with the request's error response, no message, as Kafka's ForwardingManager does."""
-    try:
-        r = await broker.lifecycle.request("alter_acls", creations=[binding_dict(b) for b in creations],
-                                           deletions=[binding_dict(f) for f in deletions])
-    except ControllerUnavailable:
-        r = {"error": int(Errors.REQUEST_TIMED_OUT)}
+    (error, per deletion filter the bindings it removed). A forwarding that found no quorum or no
+    controller is answered with the request's error response, no message."""
+    r = await broker.lifecycle.forward("alter_acls", creations=[binding_dict(b) for b in creations],
+                                       deletions=[binding_dict(f) for f in deletions])
     if r["error"] != Errors.NONE:
         return Errors(r["error"]), []
     return Errors.NONE, [[binding_from_dict(AclBinding, d) for d in matched] for matched in r["deleted"]]

@@ -29,7 +29,6 @@ from . import handles
 from .acls import _not_authorized
 from ..cluster.authorizer import AclOperation as Op, allowed_cluster
 from ..protocol.errors import Errors
-from ..server.broker_lifecycle import ControllerUnavailable
 
 if TYPE_CHECKING:
     from ..server.broker import Broker
@@ -67,15 +66,11 @@ async def handle_alter_user_scram_credentials(broker: Broker, ctx, req):
     upsertions = [(u.name, u.mechanism, u.iterations, bytes(u.salt), bytes(u.salted_password))
                   for u in req.upsertions]
     if broker.is_cluster:
-        try:
-            r = await broker.lifecycle.request(
-                "alter_user_scram_credentials", deletions=[list(d) for d in deletions],
-                upsertions=[[n, m, i, salt.hex(), salted.hex()] for n, m, i, salt, salted in upsertions])
-        except ControllerUnavailable:
-            r = {"error": int(Errors.REQUEST_TIMED_OUT)}
+        r = await broker.lifecycle.forward(
+            "alter_user_scram_credentials", deletions=[list(d) for d in deletions],
+            upsertions=[[n, m, i, salt.hex(), salted.hex()] for n, m, i, salt, salted in upsertions])
         if r["error"] != Errors.NONE:
-            # Kafka's ForwardingManager answers a forwarding that timed out with the request's
-            # error response: every user, no message (ApiError drops the error's own)
+            # the request's error response: every user, no message (ApiError drops the error's own)
             return every(Errors(r["error"]), None)
         results = [(user, error, message) for user, error, message in r["results"]]
     else:

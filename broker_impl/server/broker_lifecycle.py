@@ -82,6 +82,16 @@ class BrokerLifecycleManager:
         finally:
             self._waiting.pop(rid, None)
 
+    async def forward(self, op: str, **fields) -> dict:
+        """A client request a broker of a cluster forwards to the controller (the admin APIs that
+        change metadata): the controller's reply, or ``{"error": REQUEST_TIMED_OUT}`` when it
+        cannot be reached -- Kafka's ForwardingManager answers a forwarding that timed out with
+        the request's error response, no message."""
+        try:
+            return await self.request(op, **fields)
+        except ControllerUnavailable:
+            return {"error": int(Errors.REQUEST_TIMED_OUT)}
+
     def _fail_waiting(self) -> None:
         for slot in self._waiting.values():
             slot[0].set()      # reply None: ControllerUnavailable
