@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from functools import partial
 
 import trio
 
@@ -249,14 +250,20 @@ class TransactionCoordinator:
 
     # ================================================================== EndTxn
     async def handle_end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                                     commit: bool, client_tv: int) -> TxnResult:
+                                     commit: bool, client_tv: int, after_response=None) -> TxnResult:
         return await self._end_transaction(transactional_id, producer_id, producer_epoch, commit,
-                                           is_from_client=True, client_tv=client_tv)
+                                           is_from_client=True, client_tv=client_tv,
+                                           after_response=after_response)
 
     async def _end_transaction(self, transactional_id, producer_id, producer_epoch, commit,
-                               is_from_client, client_tv) -> TxnResult:
+                               is_from_client, client_tv, after_response=None) -> TxnResult:
         """EndTxn, and the coordinator's own aborts (a timeout, an InitProducerId's fence). A TV2
-        answer names the producer id and epoch to go on with; a TV1 answer neither."""
+        answer names the producer id and epoch to go on with; a TV1 answer neither.
+
+        A client's EndTxn is answered first and its markers handed over after
+        (``after_response``: RequestContext.after_response), Kafka's order in sendTxnMarkersCallback
+        -- so a coordinator killed after the transaction completed has always answered it
+        (coordinator/crash_after_complete)."""
         if not transactional_id:
             return TxnResult(Errors.INVALID_REQUEST)
         tm = self.txn_manager
@@ -298,9 +305,13 @@ class TransactionCoordinator:
             return TxnResult(Errors.INVALID_TXN_STATE)
         complete = md.prepare_complete(now_ms())
         result = TxnResult(Errors.NONE, md.producer_id, md.producer_epoch) if tv2 else TxnResult(Errors.NONE)
-        done = self.markers.add_txn_markers_to_send(coordinator_epoch, commit, md, complete)
-        if self.respond_after_complete and is_from_client:
-            await done.wait()
+        hand_over = partial(self.markers.add_txn_markers_to_send, coordinator_epoch, commit, md, complete)
+        if is_from_client and after_response is not None and not self.respond_after_complete:
+            after_response(hand_over)
+        else:
+            done = hand_over()
+            if self.respond_after_complete and is_from_client:
+                await done.wait()
         if FAULTS.armed and is_from_client:
             await FAULTS.reach(BEFORE_END_TXN_RESPONSE, transactional_id)
         return result

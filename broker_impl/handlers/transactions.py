@@ -120,7 +120,8 @@ async def handle_end_txn(broker: Broker, ctx, req):
                  producer_epoch=-1)
     client_tv = TV_2 if ctx.version > 4 else TV_0   # TransactionVersion.transactionVersionForEndTxn
     result = await broker.txn_coordinator.handle_end_transaction(
-        req.transactional_id, req.producer_id, req.producer_epoch, req.committed, client_tv)
+        req.transactional_id, req.producer_id, req.producer_epoch, req.committed, client_tv,
+        after_response=ctx.after_response)
     return R(throttle_time_ms=0, error_code=_fenced_for(ctx.version, 2, result.error), producer_id=result.producer_id,
              producer_epoch=result.producer_epoch)
 

@@ -147,15 +147,22 @@ async def serve_connection(broker, stream: trio.SocketStream, listener: Listener
         send = partial(send_all, stream)
         if not await auth.authenticate(reader.next_frame, send):
             return
+        after_response: list = []
         while True:
             frame = await reader.next_frame()
             if frame is None:
                 return
             if await auth.before_request(frame, reader.next_frame, send):
                 continue
-            out = await _handle_frame(broker, frame, peer, conn_id, auth.principal)
-            if out is not None:
-                await send_all(stream, out)
+            try:
+                out = await _handle_frame(broker, frame, peer, conn_id, auth.principal, after_response.append)
+                if out is not None:
+                    await send_all(stream, out)
+            finally:
+                # also when the client is gone: what the handler left for after its answer
+                # (EndTxn's markers) must happen all the same
+                while after_response:
+                    after_response.pop(0)()
     except (CloseConnection, AuthenticationClose) as exc:
         PEER_WARNINGS.warn(peer, "closing connection %d from %s: %s", conn_id, peer, exc)
     except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
@@ -170,7 +177,7 @@ async def serve_connection(broker, stream: trio.SocketStream, listener: Listener
 
 
 async def _handle_frame(broker, frame: bytes, peer: str, conn_id: int,
-                        principal: str = ANONYMOUS) -> bytes | None:
+                        principal: str = ANONYMOUS, after_response=None) -> bytes | None:
     if len(frame) < 12:
         raise CloseConnection(f"frame of {len(frame) - 4} bytes is shorter than a request header")
     api_key, version, correlation_id = _HDR.unpack_from(frame, 4)
@@ -195,7 +202,7 @@ async def _handle_frame(broker, frame: bytes, peer: str, conn_id: int,
     except ProtocolError as exc:
         raise CloseConnection(f"malformed {api.name} v{version} request: {exc}") from None
     # Trailing bytes are ignored, as Kafka does (librdkafka's Metadata v13 has 3).
-    ctx = RequestContext(api, version, correlation_id, header.client_id, peer, conn_id, principal)
+    ctx = RequestContext(api, version, correlation_id, header.client_id, peer, conn_id, principal, after_response)
     resp = await _answer(broker, handler, ctx, req)
     if resp is None:
         return None

@@ -43,6 +43,30 @@ async def test_commit_writes_markers_and_advances_lso(tmp_path, nursery):
 
 
 @run
+async def test_end_txn_is_answered_before_its_markers_are_handed_over(tmp_path, nursery):
+    """Kafka's order (sendTxnMarkersCallback: responseCallback, then addTxnMarkersToSend): no
+    marker leaves before the client's answer is written, so a coordinator killed once the
+    transaction completed has answered. Before, the markers' task started inside the handler and
+    could reach after_complete while a TLS stream was still writing the answer."""
+    node = await started(tmp_path, nursery, topics={"t": 1})
+    c = node.txn_coordinator
+    _, pid, epoch = await open_txn(node, "tx", [("t", 0)])
+    answered: list = []
+    r = await c.handle_end_transaction("tx", pid, epoch, True, TV_0, after_response=answered.append)
+    assert r.error == Errors.NONE and len(answered) == 1
+    await trio.sleep(0.05)
+    md = c.txn_manager.get("tx")
+    assert md.state is S.PREPARE_COMMIT and "tx" not in c.markers.in_flight   # nothing sent yet
+    assert node.topics.partition("t", 0).log.last_stable_offset == 0
+    # meanwhile the transaction is between states: the producer's next EndTxn must retry
+    assert (await c.handle_end_transaction("tx", pid, epoch, True, TV_0)).error == Errors.CONCURRENT_TRANSACTIONS
+    answered.pop()()                                    # the answer is written: markers go
+    await settle(c)
+    assert c.txn_manager.get("tx").state is S.COMPLETE_COMMIT
+    assert node.topics.partition("t", 0).log.last_stable_offset == 2
+
+
+@run
 async def test_end_txn_errors_per_state(tmp_path, nursery):
     node = await started(tmp_path, nursery, topics={"t": 1})
     c = node.txn_coordinator
