@@ -205,3 +205,5 @@ class ApplicationRun:
         for tool in self.live_tools():
             if tool.running():
                 tool.signal(clean=False, timeout=10)
+            else:
+                tool.wait(0)      # ended by itself: reaped, its java.io.tmpdir removed

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -50,8 +52,13 @@ class Tool:
         self.count = 0
         self.status: dict = {}
         main = main if main.count(".") >= 2 else TOOLS + main
+        #: the JVM's java.io.tmpdir, its own and removed once it has ended: Flink's MiniCluster
+        #: (a 21 MB RPC jar, blob, io and shuffle directories) and Kafka's test utilities left
+        #: theirs in /tmp at every run, ~50 MB a Flink row, never cleaned
+        self.tmpdir = Path(tempfile.mkdtemp(prefix=f"kconform-{name}-"))
         self.proc = subprocess.Popen(
-            ["java", f"-Xmx{heap}", *jvm_args, f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath, main, *args],
+            ["java", f"-Xmx{heap}", f"-Djava.io.tmpdir={self.tmpdir}", *jvm_args,
+             f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath, main, *args],
             stdout=subprocess.PIPE, stderr=open(self.stderr_path, "ab"), text=True, start_new_session=True)
         self._out = open(self.stdout_path, "a")
         self._reader = threading.Thread(target=self._read, name=f"tool-{name}", daemon=True)
@@ -98,6 +105,7 @@ class Tool:
         except subprocess.TimeoutExpired:
             return None
         self._reader.join(10)
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
         return rc
 
     def signal(self, clean: bool, timeout: float = 60.0) -> int | None:
