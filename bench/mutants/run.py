@@ -53,12 +53,15 @@ def git_apply(copy: Path, patch: Path, reverse: bool = False) -> None:
                    env=dict(os.environ, GIT_CEILING_DIRECTORIES=str(copy.parent)))
 
 
-def run_cases(copy: Path, cases: list[str], results: Path, target: str, client: str) -> dict[str, str]:
-    """case id -> verdict ("timeout" when the run did not end in RUN_TIMEOUT_S)."""
+def run_cases(copy: Path, cases: list[str], results: Path, target: str, client: str,
+              security: str | None = None) -> dict[str, str]:
+    """case id -> verdict ("timeout" when the run did not end in RUN_TIMEOUT_S). ``security``:
+    the run's ``--security`` (a mutant in the authentication path is caught only by cases that
+    need SASL: on a PLAINTEXT run they are not applicable)."""
     if results.exists():
         shutil.rmtree(results)
     cmd = [sys.executable, "-m", "conformance.cli", "run", "--target", target, "--client", client,
-           "--results", str(results), "-j", "1"]
+           "--results", str(results), "-j", "1"] + (["--security", security] if security else [])
     for c in cases:
         cmd += ["--case", c]
     env = dict(os.environ, PYTHONPATH=str(copy))
@@ -73,6 +76,11 @@ def run_cases(copy: Path, cases: list[str], results: Path, target: str, client: 
             row = json.loads(line)
             out[row["case"]] = row["verdict"]
     return out
+
+
+def key(case: str, security: str | None) -> str:
+    """A case's name in the baseline: the same case over SASL is another row."""
+    return f"{case} ({security})" if security else case
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,10 +100,16 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(args.results)
     copy.mkdir(parents=True)
     unpack_head(copy)
-    every_case = sorted({c for n in names for c in manifest[n]["cases"]})
+    by_security: dict[str | None, set[str]] = {}
+    for n in names:
+        by_security.setdefault(manifest[n].get("security"), set()).update(manifest[n]["cases"])
     t0 = time.monotonic()
-    print(f"baseline: {len(every_case)} case(s) on the unpatched copy", flush=True)
-    baseline = run_cases(copy, every_case, args.results / "baseline", args.target, args.client)
+    print(f"baseline: {sum(map(len, by_security.values()))} case(s) on the unpatched copy", flush=True)
+    baseline: dict[str, str] = {}     # keyed as ``key`` names a case run over ``security``
+    for security, cases in sorted(by_security.items(), key=lambda kv: kv[0] or ""):
+        verdicts = run_cases(copy, sorted(cases), args.results / f"baseline{'-' + security if security else ''}",
+                             args.target, args.client, security)
+        baseline.update({key(c, security): v for c, v in verdicts.items()})
     for c, v in baseline.items():
         if v != "pass":
             print(f"  baseline {c}: {v} (it cannot catch anything)", flush=True)
@@ -104,11 +118,12 @@ def main(argv: list[str] | None = None) -> int:
         m = manifest[name]
         patch = HERE / "patches" / f"{name}.patch"
         git_apply(copy, patch)
+        security = m.get("security")
         try:
-            verdicts = run_cases(copy, m["cases"], args.results / name, args.target, args.client)
+            verdicts = run_cases(copy, m["cases"], args.results / name, args.target, args.client, security)
         finally:
             git_apply(copy, patch, reverse=True)
-        catching = [c for c, v in verdicts.items() if v in CAUGHT and baseline.get(c) == "pass"]
+        catching = [c for c, v in verdicts.items() if v in CAUGHT and baseline.get(key(c, security)) == "pass"]
         table.append({"mutant": name, "area": m["area"], "caught": bool(catching), "by": catching,
                       "verdicts": verdicts})
         print(f"{name:48} {'CAUGHT' if catching else 'survived':9} {', '.join(catching) or verdicts}", flush=True)

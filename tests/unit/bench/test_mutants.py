@@ -23,6 +23,7 @@ def test_manifest_patches_and_cases():
     for name, m in manifest.items():
         assert m["cases"] and set(m["cases"]) <= ids, name
         assert m["area"] in ("transactions", "idempotence", "groups", "storage", "replication", "fetch", "metadata", "security"), name
+        assert m.get("security") in (None, "sasl_plaintext", "sasl_ssl"), name
     assert {m["area"] for m in manifest.values()} >= {"idempotence", "groups", "storage"}
 
 
