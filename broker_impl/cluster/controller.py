@@ -34,6 +34,7 @@ pushes it to the brokers). This module does no I/O besides that file: the server
 from __future__ import annotations
 
 import json
+import sys
 import logging
 import uuid
 from pathlib import Path
@@ -72,6 +73,8 @@ class QuorumController:
         self.last_contact: dict[int, float] = {}
         #: broker id -> the metadata offset that moved its leaderships away (controlled shutdown)
         self.shutdown_offsets: dict[int, int] = {}
+        #: broker id -> the metadata offset its last heartbeat reported (BrokerHeartbeatManager's)
+        self.metadata_offsets: dict[int, int] = {}
         self.listeners: list[Callable[[MetadataImage], None]] = []
         self._next_placement = 0
 
@@ -101,6 +104,7 @@ class QuorumController:
         if old is not None and old.incarnation_id == incarnation_id:
             return Errors.NONE, old.broker_epoch        # the same start asking again
         self.shutdown_offsets.pop(broker_id, None)
+        self.metadata_offsets.pop(broker_id, None)
         if old is not None and not old.fenced:
             log.info("broker %d registers a new incarnation: fencing the old one", broker_id)
             self._fence(broker_id)
@@ -120,6 +124,7 @@ class QuorumController:
         if reg.broker_epoch != broker_epoch:
             return Errors.STALE_BROKER_EPOCH, True, False
         self.last_contact[broker_id] = now
+        self.metadata_offsets[broker_id] = metadata_offset
         if not self.has_quorum(now):
             return Errors.REQUEST_TIMED_OUT, reg.fenced, False
         if want_shut_down:
@@ -128,15 +133,25 @@ class QuorumController:
                 self._move_away(broker_id)
                 self._commit(f"controlled shutdown of broker {broker_id}")
                 self.shutdown_offsets[broker_id] = self.image.offset
-            # Kafka's controller lets the broker go only once it applied the change that took its
-            # leaderships away: until then it answers NOT_LEADER_OR_FOLLOWER, and a client's
-            # request in flight gets that answer rather than a closed connection
-            return Errors.NONE, reg.fenced, metadata_offset >= self.shutdown_offsets.get(broker_id, -1)
+            # Kafka's controller lets the broker go only once every *other* active broker has
+            # reported, in a heartbeat, the change that took its leaderships away: until then it
+            # answers NOT_LEADER_OR_FOLLOWER / NOT_COORDINATOR, and a broker that still routes to
+            # it (a transaction verification, a replica fetch) gets that answer rather than a
+            # closed connection. The stopping broker's own offset does not count.
+            return Errors.NONE, reg.fenced, self.shutdown_offsets.get(broker_id, -1) <= self.lowest_active_offset()
         if reg.fenced and metadata_offset >= reg.broker_epoch:
             reg.fenced = False
             self._elect_leaderless(broker_id)
             self._commit(f"unfence broker {broker_id}")
         return Errors.NONE, reg.fenced, False
+
+    def lowest_active_offset(self) -> int:
+        """The smallest metadata offset the active brokers (unfenced, not shutting down) last
+        reported; with none, no bound (Kafka's BrokerHeartbeatManager.lowestActiveOffset). A
+        broker that died unfenced holds it back until its session expires and it is fenced."""
+        active = [self.metadata_offsets.get(b, -1) for b, reg in self.image.brokers.items()
+                  if not reg.fenced and not reg.in_controlled_shutdown]
+        return min(active, default=sys.maxsize)
 
     def tick(self, now: float) -> None:
         """Fence every broker whose session expired."""

@@ -46,3 +46,21 @@ def test_marker_sender_opens_with_api_versions_v4(broker):
 
 def test_replica_fetcher_sends_its_request_first(broker):
     assert frames_sent(broker, "broker-1-fetcher-0", False) == [("Metadata", 12), ("Metadata", 12)]
+
+
+def test_a_connection_the_node_closed_while_idle_is_replaced_before_the_next_request(broker):
+    """A node restarted on the same address: the first request after it is answered (Kafka's
+    NetworkClient saw the close and reconnected), not failed on the old connection's end."""
+    client = InterBrokerClient(lambda node_id: ("127.0.0.1", broker.port), "broker-1-txn-marker-sender", True)
+
+    async def across_a_restart():
+        assert (await client.send(1, "Metadata", 12, API["Metadata"].Request(topics=[]), 10)).brokers
+        broker.restart()              # blocks this trio loop: nothing else runs in it
+        for _ in range(200):          # the old process's close has reached this socket
+            if client._connections[1].closed_by_peer():
+                break
+            await trio.sleep(0.01)
+        assert (await client.send(1, "Metadata", 12, API["Metadata"].Request(topics=[]), 10)).brokers
+        await client.close()
+
+    trio.run(across_a_restart)

@@ -158,21 +158,53 @@ def test_alter_partition_epoch_checks(tmp_path):
         == Errors.INELIGIBLE_REPLICA
 
 
-def test_controlled_shutdown_moves_leadership_at_once_and_lets_go_once_applied(tmp_path):
+def test_controlled_shutdown_lets_go_once_every_other_active_broker_reported_the_move(tmp_path):
     """The leaderships move at the first heartbeat asking to shut down; the broker may stop only
-    once it reports the metadata offset of that change (Kafka's PENDING_CONTROLLED_SHUTDOWN)."""
+    once every other active broker's heartbeat reported the metadata offset of that change
+    (Kafka's lowest active offset): its own offset does not count, a fenced broker does not
+    hold it back, and a broker that died unfenced holds it back until its session expires."""
     c = _cluster(tmp_path)
     c.create_topic("t1", 1, 3, {})
     e1 = c.image.brokers[1].broker_epoch
     before = c.image.offset
     assert c.heartbeat(1, e1, before, True, now=0.5) == (Errors.NONE, False, False)
     p = c.image.partition("t1", 0)
-    assert p.leader == 2 and 1 not in p.isr and c.image.offset > before
-    assert c.heartbeat(1, e1, before, True, now=0.6) == (Errors.NONE, False, False)      # not applied yet
-    assert c.heartbeat(1, e1, c.image.offset, True, now=0.7) == (Errors.NONE, False, True)
+    moved = c.image.offset
+    assert p.leader == 2 and 1 not in p.isr and moved > before
+    assert c.heartbeat(1, e1, moved, True, now=0.6) == (Errors.NONE, False, False)   # 2 and 3 have not told
+    c.heartbeat(2, c.image.brokers[2].broker_epoch, moved, False, now=0.7)
+    assert c.heartbeat(1, e1, moved, True, now=0.8) == (Errors.NONE, False, False)   # 3 has not
+    c.heartbeat(3, c.image.brokers[3].broker_epoch, moved - 1, False, now=0.9)
+    assert c.heartbeat(1, e1, moved, True, now=1.0) == (Errors.NONE, False, False)   # 3 is behind
+    c.heartbeat(3, c.image.brokers[3].broker_epoch, moved, False, now=1.1)
+    assert c.heartbeat(1, e1, before, True, now=1.2) == (Errors.NONE, False, True)   # its own offset aside
     # a new incarnation of the broker starts over
-    c.register_broker(1, "inc-1-again", "127.0.0.1", 9001, now=1.0)
+    c.register_broker(1, "inc-1-again", "127.0.0.1", 9001, now=1.5)
     assert 1 not in c.shutdown_offsets
+
+
+def test_controlled_shutdown_waits_for_a_dead_unfenced_broker_to_be_fenced(tmp_path):
+    c = _cluster(tmp_path)
+    c.create_topic("t1", 1, 3, {})
+    e1 = c.image.brokers[1].broker_epoch
+    c.heartbeat(1, e1, c.image.offset, True, now=0.5)
+    moved = c.image.offset
+    c.heartbeat(2, c.image.brokers[2].broker_epoch, moved, False, now=0.6)   # broker 3 died before it heard
+    assert c.heartbeat(1, e1, moved, True, now=2.0)[2] is False
+    _beat(c, 3.0, 1, 2)
+    c.tick(SESSION_S + 0.5)
+    assert c.image.brokers[3].fenced
+    assert c.heartbeat(1, e1, c.image.offset, True, now=SESSION_S + 0.6)[2] is True
+
+
+def test_controlled_shutdown_of_the_last_active_broker_is_let_go_at_once(tmp_path):
+    c = _cluster(tmp_path, n=2)
+    c.create_topic("t1", 1, 2, {})
+    e1, e2 = c.image.brokers[1].broker_epoch, c.image.brokers[2].broker_epoch
+    c.heartbeat(1, e1, c.image.offset, True, now=0.5)
+    c.heartbeat(2, e2, c.image.offset, True, now=0.5)          # both stop together: nobody is active
+    assert c.heartbeat(1, e1, c.image.offset, True, now=0.6)[2] is True
+    assert c.heartbeat(2, e2, c.image.offset, True, now=0.6)[2] is True
 
 
 def test_combined_quorum_needs_a_majority_of_the_nodes(tmp_path):
