@@ -17,16 +17,12 @@ restarted and the cluster left to settle between rounds. Not part of `make test`
 """
 from __future__ import annotations
 
-import argparse
 import socket
-import statistics
-import tempfile
 import threading
 import time
-from pathlib import Path
 
 from conformance.raw import send_request
-from conformance.targets import TARGETS, TopicSpec, Topology
+from node_rounds import main, restart_and_settle
 
 TOPIC = "stop"
 POLL_S = 0.005
@@ -75,33 +71,10 @@ def one_round(target, n: int) -> float | None:
           f"{ {k: round(v * 1000) for k, v in sorted(learnt.items())} } ms; it closed at "
           f"{closed * 1000 if closed is not None else float('nan'):.0f} ms; margin "
           f"{margin * 1000 if margin is not None else float('nan'):.0f} ms", flush=True)
-    target.restart(leader)
-    target.wait_node_ready(leader, timeout=120)
-    time.sleep(3)
+    restart_and_settle(target, leader)
     return margin
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("target", choices=sorted(TARGETS))
-    ap.add_argument("--rounds", type=int, default=3)
-    args = ap.parse_args()
-    target = TARGETS[args.target]()
-    target.start(Topology(nodes=3, topics=[TopicSpec(TOPIC, 1, 3)]), {}, Path(tempfile.mkdtemp(prefix="stop-")))
-    margins = []
-    try:
-        for n in range(args.rounds):
-            m = one_round(target, n)
-            if m is not None:
-                margins.append(m)
-    finally:
-        target.stop()
-    if margins:
-        print(f"{args.target}: margin from the last live broker naming another leader to the stopping broker's "
-              f"close: median {statistics.median(margins) * 1000:.0f} ms, smallest {min(margins) * 1000:.0f} ms "
-              f"({len(margins)} rounds)")
-    return 0
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(__doc__, TOPIC, one_round, "margin from the last live broker naming another leader to "
+                          "the stopping broker's close", "smallest", default_rounds=3))

@@ -14,14 +14,10 @@ is restarted and the cluster left to settle between rounds. Not part of `make te
 """
 from __future__ import annotations
 
-import argparse
-import statistics
-import tempfile
 import time
-from pathlib import Path
 
 from conformance.raw import send_request
-from conformance.targets import TARGETS, TopicSpec, Topology
+from node_rounds import main, restart_and_settle
 
 TOPIC = "lag"
 POLL_S = 0.003
@@ -74,33 +70,10 @@ def one_round(target, n: int) -> float | None:
     print(f"round {n}: killed node {leader} (epoch {epoch}); new leader/epoch {new}; first named by {first}; "
           f"the leader's answers {codes}; window {window * 1000 if window is not None else float('nan'):.0f} ms",
           flush=True)
-    target.restart(leader)
-    target.wait_node_ready(leader, timeout=120)
-    time.sleep(3)
+    restart_and_settle(target, leader)
     return window
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("target", choices=sorted(TARGETS))
-    ap.add_argument("--rounds", type=int, default=4)
-    args = ap.parse_args()
-    target = TARGETS[args.target]()
-    target.start(Topology(nodes=3, topics=[TopicSpec(TOPIC, 1, 3)]), {}, Path(tempfile.mkdtemp(prefix="lag-")))
-    windows = []
-    try:
-        for n in range(args.rounds):
-            w = one_round(target, n)
-            if w is not None:
-                windows.append(w)
-    finally:
-        target.stop()
-    if windows:
-        print(f"{args.target}: window from the first broker naming the new epoch to the leader's first clean "
-              f"answer: median {statistics.median(windows) * 1000:.0f} ms, largest {max(windows) * 1000:.0f} ms "
-              f"({len(windows)} rounds)")
-    return 0
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(__doc__, TOPIC, one_round, "window from the first broker naming the new epoch to the "
+                          "leader's first clean answer", "largest", default_rounds=4))
