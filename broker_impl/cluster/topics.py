@@ -31,6 +31,8 @@ from .partition import Partition
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_NAME_LENGTH = 249
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+#: Kafka's Topic.isInternal names (this broker has no share groups, hence no such topic of its own)
+KAFKA_INTERNAL_TOPICS = INTERNAL_TOPICS | {"__share_group_state"}
 
 
 def validate_topic_name(name: str) -> None:

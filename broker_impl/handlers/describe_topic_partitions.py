@@ -39,15 +39,11 @@ from . import handles
 from .metadata import ZERO_UUID, offline_replicas
 from ..cluster.authorizer import (TOPIC_OPERATIONS, AclOperation as Op, ResourceType as Res, allowed,
                                   authorized_operations)
-from ..cluster.topics import INTERNAL_TOPICS, validate_topic_name
+from ..cluster.topics import KAFKA_INTERNAL_TOPICS, validate_topic_name
 from ..protocol.errors import Errors, KafkaError
 
 if TYPE_CHECKING:
     from ..server.broker import Broker
-
-
-#: Kafka's Topic.isInternal names (this broker has no share groups, hence no such topic of its own)
-KAFKA_INTERNAL_TOPICS = INTERNAL_TOPICS | {"__share_group_state"}
 
 
 def _error_response(R, req, error: int):

@@ -11,12 +11,10 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
+from broker_impl.cluster.topics import KAFKA_INTERNAL_TOPICS
+
 #: Producer/consumer config keys whose values are names to make unique.
 NAMED_CONFIGS = ("transactional.id", "group.id", "group.instance.id")
-#: Kafka's own topics: a case names the cluster's one (a raw Metadata or ElectLeaders on
-#: __transaction_state), never a topic of its own, so they keep their names.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state",
-                             "__cluster_metadata"})
 
 
 class Namespace:
@@ -28,7 +26,9 @@ class Namespace:
     def name(self, original: str) -> str:
         """The unique form of a case name (stable within the run); a name that is already
         unique (a value an earlier step returned) stays as it is."""
-        if original in self._back or original in INTERNAL_TOPICS:
+        if original in self._back or original in KAFKA_INTERNAL_TOPICS:
+            # Kafka's own topics: a case names the cluster's (a raw Metadata or ElectLeaders on
+            # __transaction_state), never one of its own
             return original
         if original not in self._forward:
             unique = f"{original}-{self.token}"
