@@ -21,8 +21,7 @@ import socket
 import threading
 import time
 
-from conformance.raw import send_request
-from node_rounds import main, restart_and_settle
+from node_rounds import main, partition_leader, restart_and_settle
 
 TOPIC = "stop"
 POLL_S = 0.005
@@ -30,14 +29,8 @@ ROUND_LIMIT_S = 60.0
 
 
 def leader_of(address) -> int | None:
-    out = send_request(address, "Metadata", 12, {"topics": [{"name": TOPIC}], "allow_auto_topic_creation": False},
-                       timeout_s=1.0)
-    if not out.ok:
-        return None
-    for topic in out.data["response"]["topics"]:
-        for p in topic["partitions"]:
-            return p["leader_id"]
-    return None
+    named = partition_leader(address, TOPIC)
+    return None if named is None else named[0]
 
 
 def accepts(address) -> bool:

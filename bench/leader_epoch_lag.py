@@ -17,22 +17,11 @@ from __future__ import annotations
 import time
 
 from conformance.raw import send_request
-from node_rounds import main, restart_and_settle
+from node_rounds import main, partition_leader, restart_and_settle
 
 TOPIC = "lag"
 POLL_S = 0.003
 ROUND_LIMIT_S = 30.0
-
-
-def leader_and_epoch(address) -> tuple[int, int] | None:
-    out = send_request(address, "Metadata", 12, {"topics": [{"name": TOPIC}], "allow_auto_topic_creation": False},
-                       timeout_s=1.0)
-    if not out.ok:
-        return None
-    for topic in out.data["response"]["topics"]:
-        for p in topic["partitions"]:
-            return p["leader_id"], p["leader_epoch"]
-    return None
 
 
 def offset_for_epoch(address, epoch: int):
@@ -45,7 +34,7 @@ def offset_for_epoch(address, epoch: int):
 
 def one_round(target, n: int) -> float | None:
     addresses = dict(target.live_addresses())
-    leader, epoch = leader_and_epoch(next(iter(addresses.values())))
+    leader, epoch = partition_leader(next(iter(addresses.values())), TOPIC)
     target.kill(leader)
     t0 = time.monotonic()
     first: dict[int, float] = {}
@@ -55,7 +44,7 @@ def one_round(target, n: int) -> float | None:
         for node, address in addresses.items():
             if node == leader or node in first:
                 continue
-            seen = leader_and_epoch(address)
+            seen = partition_leader(address, TOPIC)
             if seen is not None and seen[1] > epoch:
                 first[node], new = round(time.monotonic() - t0, 4), seen
         if new is not None:

@@ -1,5 +1,5 @@
 """What bench/leader_epoch_lag.py and bench/controlled_shutdown.py share: a target started with
-three nodes and one topic of one partition on three replicas, rounds that each take a node down
+three nodes and one topic of one partition on three replicas, who leads it (Metadata), rounds that each take a node down
 (``one_round(target, n)`` returns the round's figure in seconds, or None), the node restarted
 and the cluster left to settle between rounds, and a median and an extreme of the figures.
 """
@@ -12,9 +12,23 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from conformance.raw import send_request
 from conformance.targets import TARGETS, TopicSpec, Topology
 
 SETTLE_S = 3.0
+
+
+def partition_leader(address, topic: str) -> tuple[int, int] | None:
+    """(leader id, leader epoch) of the topic's partition 0 as the broker at ``address`` names it
+    in Metadata; None without an answer."""
+    out = send_request(address, "Metadata", 12, {"topics": [{"name": topic}], "allow_auto_topic_creation": False},
+                       timeout_s=1.0)
+    if not out.ok:
+        return None
+    for t in out.data["response"]["topics"]:
+        for p in t["partitions"]:
+            return p["leader_id"], p["leader_epoch"]
+    return None
 
 
 def restart_and_settle(target, node: int) -> None:
