@@ -28,7 +28,7 @@ each broker for up to METADATA_PROPAGATION_MS (drawn per broker): Kafka 4.3.1's 
 leader change tens of milliseconds apart, and its new leader answers UNKNOWN_LEADER_EPOCH for
 20-60 ms after a broker first names it (measured: kill -9 of a 3-node cluster's leader, 4 rounds);
 without such a lag the embedded cluster never gives a client that answer. One node alone is its
-own controller, exactly as before.
+own controller, with the same defaults for one node as the apache-kafka target's.
 
 Fault points: when the configs arm any (`kconform.fault*`, written by
 broker_impl.faults.arming_configs), the target opens a FaultListener and names it in
@@ -137,7 +137,10 @@ class EmbeddedTarget(LocalProcessTarget):
         # As on the apache-kafka target: the internal topics exist before a case kills a node (with
         # a node down their replication factor could not be met, and no group could be found).
         self.prewarm_coordinators = cluster
-        configs = {**cluster_broker_defaults(n), **broker_configs} if cluster else dict(broker_configs)
+        # The apache-kafka target's defaults for this node count, one node included (no initial
+        # rebalance delay, 6 partitions per internal topic): both targets of a comparison start
+        # from the same configs, and a group's first join is not held 3 s on one of them only.
+        configs = {**cluster_broker_defaults(n), **broker_configs}
         self._plain_configs = {k: v for k, v in configs.items() if not is_fault_config(k)}
         self._arms = parse_arms(configs)
         if self._arms and self.fault_listener is None:
