@@ -20,8 +20,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import secrets
+import select
 import socket
 import struct
+import threading
 import time
 from typing import Any, Callable, Collection
 
@@ -60,16 +62,24 @@ class _NoAnswer(Exception):
 
 
 def _round_trip(address: tuple[str, int], frame: bytes, timeout_s: float,
-                sec: security.Security | None = None) -> bytes:
-    """Send one frame on a fresh connection and read one response frame (size prefix included).
-    ``sec``: the credentials to log in with (default: the run's)."""
+                sec: security.Security | None = None, pool: "Connections | None" = None) -> bytes:
+    """Send one frame and read one response frame (size prefix included): on a connection of
+    ``pool`` when one is given (see Connections), else on a fresh one. ``sec``: the credentials to
+    log in with (default: the run's)."""
+    sock = None
     try:
-        with wire.open_connection(address, timeout_s, sec) as sock:   # over SASL: logged in as the clients
-            sock.sendall(frame)
-            answer = read_frame(sock, MAX_RESPONSE_BYTES)
-            if answer is None:
-                raise _NoAnswer("NETWORK_EXCEPTION", "the broker closed the connection without answering")
-            return answer
+        if pool is not None:
+            sock = pool.take(address, timeout_s)
+        else:
+            sock = wire.open_connection(address, timeout_s, sec)   # over SASL: logged in as the clients
+        sock.sendall(frame)
+        answer = read_frame(sock, MAX_RESPONSE_BYTES)
+        if answer is None:
+            raise _NoAnswer("NETWORK_EXCEPTION", "the broker closed the connection without answering")
+        if pool is not None:
+            pool.give_back(address, sock)
+            sock = None
+        return answer
     except FrameError as exc:
         raise _NoAnswer("NETWORK_EXCEPTION", f"the broker's answer is cut short or not Kafka framing: {exc}") from None
     except socket.timeout:
@@ -78,6 +88,74 @@ def _round_trip(address: tuple[str, int], frame: bytes, timeout_s: float,
         raise _NoAnswer("NETWORK_EXCEPTION", f"connection error: {exc}") from None
     except wire.WireError as exc:
         raise _NoAnswer("SASL_AUTHENTICATION_FAILED", f"the raw actor could not authenticate: {exc}") from None
+    finally:
+        if sock is not None:   # fresh, or a pooled one whose exchange failed: its state is unknown
+            sock.close()
+
+
+#: APIs whose meaning depends on where they fall on a connection (Kafka's SASL state machine wants
+#: the handshake first; ApiVersions names the client software of the connection): always sent on
+#: a fresh connection.
+CONNECTION_APIS = frozenset({"ApiVersions", "SaslHandshake", "SaslAuthenticate"})
+
+
+class Connections:
+    """Connections the raw actor's `request` steps of one case run keep between requests.
+
+    Why: a regression case bumps a producer epoch 32,766 times; a connection per request made
+    every bump a TCP handshake and a connection the broker set up and tore down, most of the
+    case's CPU on both sides. Kafka answers the requests of one connection one at a time and in
+    order, whatever the connection served before, so a request means the same on a kept one.
+    A connection is kept only after a whole answer came back on it; one that timed out, failed,
+    or was closed by the broker (a restart, a proxy rule) while idle is dropped, and the next
+    request opens a new one. Several steps at once (background steps) each take their own.
+    Over SASL nothing is kept: a session ends with its lifetime and a changed password must
+    refuse the next login, which only a fresh connection shows."""
+
+    def __init__(self) -> None:
+        self._idle: dict[tuple[str, int], list[socket.socket]] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @staticmethod
+    def usable(api_name: str, sec: security.Security | None) -> bool:
+        """Whether a request of ``api_name`` may go on a kept connection under ``sec``."""
+        return api_name not in CONNECTION_APIS and not (sec or security.current()).sasl
+
+    def take(self, address: tuple[str, int], timeout_s: float) -> socket.socket:
+        while True:
+            with self._lock:
+                idle = self._idle.get(address)
+                sock = idle.pop() if idle else None
+            if sock is None:
+                return wire.open_connection(address, timeout_s)
+            if _idle_and_open(sock):
+                sock.settimeout(timeout_s)
+                return sock
+            sock.close()
+
+    def give_back(self, address: tuple[str, int], sock: socket.socket) -> None:
+        with self._lock:
+            if not self._closed:   # a background step that outlived its case closes its own
+                self._idle.setdefault(address, []).append(sock)
+                return
+        sock.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            socks = [s for idle in self._idle.values() for s in idle]
+            self._idle.clear()
+        for sock in socks:
+            sock.close()
+
+
+def _idle_and_open(sock: socket.socket) -> bool:
+    """An idle connection has nothing to read: readable (the broker closed it, or sent what
+    nobody asked for) or in error means it is not to be used again."""
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN | select.POLLRDHUP | select.POLLERR | select.POLLHUP)
+    return not poller.poll(0)
 
 
 def _failure(op: str, name: str, message: str, t0: float) -> Outcome:
@@ -271,7 +349,7 @@ def _errors(tree: Any) -> list[str]:
 def send_request(address: tuple[str, int], api_name: str, version: int, body: dict,
                  timeout_s: float = READ_TIMEOUT_S, *, retry: Collection[str] = (),
                  edit_frame: Callable[[bytes], bytes] | None = None, attempt_s: float | None = None,
-                 sec: security.Security | None = None) -> Outcome:
+                 sec: security.Security | None = None, pool: Connections | None = None) -> Outcome:
     """Send one request, decode its response. ok with data: the response's top-level scalar
     fields, `error` (the first non-zero error_code anywhere in it, NONE when there is none),
     `errors` (all of them), `response` (the whole decoded response) and `request` ({api,
@@ -280,9 +358,12 @@ def send_request(address: tuple[str, int], api_name: str, version: int, body: di
     `retry`: error names answered again, like a client would, until `timeout_s` is up;
     `attempt_s`: how long one attempt waits for its answer (default: the time left);
     `edit_frame`: changes the built frame before it is sent (e.g. an unknown tagged field);
-    `sec`: the credentials to log in with (default: the run's)."""
+    `sec`: the credentials to log in with (default: the run's); `pool`: kept connections to send
+    on where the API and the security allow (Connections), else a fresh connection."""
     t0 = time.monotonic()
     op = "request"
+    if pool is not None and not Connections.usable(api_name, sec):
+        pool = None
     try:
         frame = build_request(api_name, version, body)
     except (RequestError, TypeError, ValueError, OverflowError, struct.error) as exc:
@@ -292,18 +373,18 @@ def send_request(address: tuple[str, int], api_name: str, version: int, body: di
     end = t0 + timeout_s
     while True:
         left = max(0.5, end - time.monotonic())
-        out = _exchange(address, api_name, version, frame, min(left, attempt_s or left), t0, sec)
+        out = _exchange(address, api_name, version, frame, min(left, attempt_s or left), t0, sec, pool)
         if not (out.ok and out.data["error"] in retry) or time.monotonic() + RAW_RETRY_BACKOFF_S > end:
             return out
         time.sleep(RAW_RETRY_BACKOFF_S)
 
 
 def _exchange(address: tuple[str, int], api_name: str, version: int, frame: bytes, timeout_s: float,
-              t0: float, sec: security.Security | None = None) -> Outcome:
+              t0: float, sec: security.Security | None = None, pool: Connections | None = None) -> Outcome:
     op = "request"
     api = API[api_name]
     try:
-        resp = _round_trip(address, frame, timeout_s, sec)
+        resp = _round_trip(address, frame, timeout_s, sec, pool)
     except _NoAnswer as exc:
         return _failure(op, exc.name, exc.message, t0)
     try:

@@ -23,7 +23,8 @@ from conformance.targets import Target
 
 from ..dsl.model import Case, Step
 from .. import security
-from ..raw import RAW_RETRY, RequestError, change_scram_password, namespace_body, send_frame, send_request
+from ..raw import (RAW_RETRY, Connections, RequestError, change_scram_password, namespace_body, send_frame,
+                   send_request)
 from ..refs import RefError, dig, resolve, step_lookup
 from ..results import Check, NotApplicable, TargetCrashed
 from .actors import Actors
@@ -91,6 +92,8 @@ class CaseRun:
         self._in_fault = False
         #: Why the target's process ended during a step (the watcher saw it), else None.
         self.target_gone: str | None = None
+        #: The raw actor's kept connections (raw.Connections), closed when the steps end.
+        self.raw_connections = Connections()
 
     @property
     def observer_client(self) -> str:
@@ -132,6 +135,7 @@ class CaseRun:
             watcher.join(timeout=2 * WATCH_INTERVAL_S)
             for ref, (thread, _) in self._background.items():
                 thread.join(timeout=0)  # awaited steps are joined; a leftover means a failed await
+            self.raw_connections.close()
         return self.result
 
     def _require_raw_apis(self, steps) -> None:
@@ -428,7 +432,7 @@ class CaseRun:
         # case's `retry:` list replaces RAW_RETRY; `[]`: none).
         return send_request(address, args["api"], int(args["version"]), body,
                             timeout_s=int(args.get("timeout_ms", 5000)) / 1000,
-                            retry=set(args.get("retry", RAW_RETRY)))
+                            retry=set(args.get("retry", RAW_RETRY)), pool=self.raw_connections)
 
     def _change_run_password(self, step: Step, address: tuple[str, int]) -> Outcome:
         """AlterUserScramCredentials for the run's user, logged in with its current password;
