@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 
 from conformance import buildcache
+from conformance.clients import java_cds
 
 JAVA_SRC = Path(__file__).resolve().parent / "java"
 MAIN_CLASS = "kconform.driver.Driver"
@@ -96,9 +97,16 @@ def classpath(release: str | None = None) -> str:
 
 
 def java_command(heap: str = "256m", release: str | None = None) -> list[str]:
-    """The command that runs the driver (against kafka-clients `release`); builds first if needed."""
-    return [
+    """The command that runs the driver (against kafka-clients `release`); builds first if needed.
+    With the build's class-data archive (java_cds: made on first use) the driver runs from its
+    jars and maps its classes from the archive."""
+    base = [
         "java", f"-Xmx{heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k",
         "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-Dorg.slf4j.simpleLogger.logFile=System.err",
-        "-cp", classpath(release), MAIN_CLASS,
     ]
+    cds = java_cds.archive_for(ensure_built(release), base, MAIN_CLASS)
+    if cds is None:
+        return [*base, "-cp", classpath(release), MAIN_CLASS]
+    archive, class_path = cds
+    return [base[0], f"-XX:SharedArchiveFile={archive}", "-Xshare:auto", *java_cds.LOGGING, *base[1:],
+            "-cp", class_path, MAIN_CLASS]
