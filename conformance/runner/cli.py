@@ -58,8 +58,9 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
                         "only cases with proxy faults; off: never (those cases become not applicable)")
     p.add_argument("--kafka-version", default=None, help="Apache Kafka version for the apache-kafka target")
     p.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
-                   help=f"rows run at once, each with its own brokers (default {default_jobs()} here: two per "
-                        "core; 1: one row after the other)")
+                   help=f"rows run at once, each with its own brokers (default here: {default_jobs(['embedded'])} "
+                        f"for a plaintext run on targets without JVM nodes, three per core; else {default_jobs()}, "
+                        "two per core; 1: one row after the other)")
     p.add_argument("--security", choices=security.PROTOCOLS, default="plaintext",
                    help="the security protocol of the run: sasl_plaintext starts the target with a SASL "
                         "listener (SCRAM-SHA-512, a user and password made for the run) and every client "
@@ -198,7 +199,6 @@ def _cmd_run(args) -> int:
     if args.jobs is not None and args.jobs < 1:
         print("--jobs: at least 1", file=sys.stderr)
         return 2
-    jobs = args.jobs or default_jobs()
     try:
         baselines = {} if args.no_baseline else baselines_.load(args.baselines or [baselines_.BASELINES_ROOT])
     except baselines_.BaselineError as exc:
@@ -241,6 +241,7 @@ def _cmd_run(args) -> int:
             return 2
     else:
         run_security = security.Security.generate(args.security)
+    jobs = args.jobs or default_jobs(targets, run_security)
     opts = RunOptions(targets=targets, clients=clients, cases=cases, results_dir=args.results,
                       reference=args.reference, fresh=args.fresh, proxy=args.proxy, target_options=options,
                       jobs=jobs, baselines=baselines, shard=shard, durations=durations,

@@ -67,3 +67,20 @@ def test_a_waiting_worker_leaves_when_the_run_stops(tmp_path):
     for _ in range(3):
         q.take({})
     assert q.take({}, stop=lambda: True) is None
+
+
+def test_default_jobs_follow_the_targets_and_the_security(monkeypatch):
+    """Three rows per core on a plaintext run whose targets have no JVM nodes; two per core as
+    soon as one target has (Apache Kafka), over TLS/SASL, or when the targets are not known."""
+    from conformance.runner import runner
+    from conformance.security import Security
+
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: 2)
+    assert runner.default_jobs(["embedded"]) == 6
+    assert runner.default_jobs(["embedded", "kfake"], Security()) == 6
+    assert runner.default_jobs(["embedded", "apache-kafka"]) == 4
+    assert runner.default_jobs(["apache-kafka@3.9.1"]) == 4
+    assert runner.default_jobs(["embedded"], Security.generate("sasl_ssl")) == 4
+    assert runner.default_jobs() == 4
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: 16)
+    assert runner.default_jobs(["embedded"]) == runner.MAX_DEFAULT_JOBS
