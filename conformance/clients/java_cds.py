@@ -23,9 +23,14 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 from conformance import buildcache
+from conformance.clients.protocol import decode_reply, encode_request
+
+#: The checkout: the training broker is its broker_impl.
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 #: Where the archive of a build lives, and what says why there is none.
 DIRECTORY = "class-data"
@@ -75,9 +80,9 @@ def _make(directory: Path, build: Path, base_command: list[str], main_class: str
 
 
 def _train(base_command: list[str], class_path: str, main_class: str, class_list: Path) -> None:
-    """One driver session against a broker of our own, its loaded classes listed in class_list."""
-    from conformance.clients.process import REPO_ROOT, ClientProcess   # process imports the registry
-
+    """One driver session against a broker of our own, its loaded classes listed in class_list.
+    The driver is spoken to over its protocol directly (not through ClientProcess, whose module
+    needs the registry, which needs this one)."""
     java, options = base_command[0], base_command[1:]
     command = [java, f"-XX:DumpLoadedClassList={class_list}", *LOGGING, *options, "-cp", class_path, main_class]
     with tempfile.TemporaryDirectory(prefix="kconform-cds-") as data:
@@ -90,12 +95,20 @@ def _train(base_command: list[str], class_path: str, main_class: str, class_list
             line = broker.stdout.readline()
             if not line.startswith("listening "):
                 raise RuntimeError(f"the training broker did not start: {line!r}")
-            bootstrap = line.split()[-1]
-            driver = ClientProcess("java", command=command, label="java-cds-training").start()
+            driver = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.DEVNULL)
+            watchdog = threading.Timer(TRAINING_TIMEOUT_S, driver.kill)   # a hung JVM ends the training
+            watchdog.start()
             try:
-                _session(driver, bootstrap)
+                _session(driver, line.split()[-1])
             finally:
-                driver.close()
+                watchdog.cancel()
+                driver.stdin.close()
+                try:
+                    driver.wait(20)
+                except subprocess.TimeoutExpired:
+                    driver.kill()
+                    driver.wait(10)
         finally:
             broker.terminate()
             try:
@@ -112,9 +125,10 @@ TRAINING_BROKER = {"offsets.topic.num.partitions": "1", "offsets.topic.replicati
                    "transaction.state.log.min.isr": "1", "group.initial.rebalance.delay.ms": "0"}
 
 
-def _session(driver, bootstrap: str) -> None:
+def _session(driver: subprocess.Popen, bootstrap: str) -> None:
     """What rows do most: a transaction, a read_committed group read and commit, an admin call."""
     steps = [
+        ("hello", {}),
         ("create_producer", {"config": {"bootstrap.servers": bootstrap, "transactional.id": "cds-training"}}),
         ("init_transactions", {}), ("begin_transaction", {}),
         ("send", {"topic": "cds-training", "value": "v"}), ("commit_transaction", {}),
@@ -125,7 +139,12 @@ def _session(driver, bootstrap: str) -> None:
         ("create_admin", {"config": {"bootstrap.servers": bootstrap}}),
         ("describe_transactions", {"ids": ["cds-training"]}),
     ]
-    for op, args in steps:
-        out = driver.call(op, 20_000, **args)
-        if not out.ok and op in ("create_producer", "create_consumer", "create_admin"):
+    for n, (op, args) in enumerate(steps):
+        driver.stdin.write(encode_request(n, op, 20_000, args))
+        driver.stdin.flush()
+        reply = driver.stdout.readline()   # the driver answers every op within its deadline
+        if not reply:
+            raise RuntimeError(f"the driver ended during the training session (at {op})")
+        _, out = decode_reply(reply, op, 0.0)
+        if not out.ok and op in ("hello", "create_producer", "create_consumer", "create_admin"):
             raise RuntimeError(f"training {op} failed: {out.error}")
