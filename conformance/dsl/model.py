@@ -16,6 +16,11 @@ from ..targets.topology import TopicSpec
 from ..vocabulary import BROKER_WIDE_NAMES, NODE_ACTIONS
 
 
+#: The config APIs whose changes to a broker resource are seen by every row (changes_broker_wide_state),
+#: and Kafka's ConfigResource types of those resources: BROKER (4), BROKER_LOGGER (8).
+BROKER_CONFIG_APIS = frozenset({"IncrementalAlterConfigs", "AlterConfigs"})
+BROKER_RESOURCE_TYPES = frozenset({4, 8})
+
 # The shared words (node roles, fault actions, protocol points, capabilities, controller
 # placements) are conformance/vocabulary.py's; proxy rules are the proxy's own Rule, spelt the
 # same in a case file as on the proxy's command line.
@@ -582,17 +587,25 @@ class Case:
                 or any(f.proxy is not None for f in self.faults())
                 or any(c.kind == "transcript" for c in self.checks))
 
-    def changes_broker_wide_acls(self) -> bool:
-        """Whether a raw CreateAcls of the case binds a resource every row shares: the wildcard
-        topic or group `*`, the cluster `kafka-cluster` (names the runner never makes unique).
-        Such ACLs would decide other rows' authorizations on the same instance -- at once, and
-        after the case ended -- so the case runs on an instance of its own that is not kept."""
+    def changes_broker_wide_state(self) -> bool:
+        """Whether a raw request of the case changes what every row on the same instance sees:
+        CreateAcls binding a resource every row shares (the wildcard topic or group `*`, the
+        cluster `kafka-cluster`: names the runner never makes unique), or a config change of a
+        broker resource (IncrementalAlterConfigs / AlterConfigs on BROKER or BROKER_LOGGER: the
+        cluster-wide defaults every topic without its own value follows). Such a change would
+        decide other rows' outcomes on the same instance -- at once, and after the case ended
+        (a case that fails before its own undo leaves it) -- so the case runs on an instance of
+        its own that is not kept."""
         for s in self.all_steps():
-            if s.kind != "op" or s.actor != "raw" or s.args.get("api") != "CreateAcls":
+            if s.kind != "op" or s.actor != "raw":
                 continue
-            body = s.args.get("body") or {}
-            if any(isinstance(c, dict) and c.get("resource_name") in BROKER_WIDE_NAMES
-                   for c in body.get("creations") or ()):
+            api, body = s.args.get("api"), s.args.get("body") or {}
+            if api == "CreateAcls" and any(isinstance(c, dict) and c.get("resource_name") in BROKER_WIDE_NAMES
+                                           for c in body.get("creations") or ()):
+                return True
+            if api in BROKER_CONFIG_APIS and not body.get("validate_only") and any(
+                    isinstance(r, dict) and r.get("resource_type") in BROKER_RESOURCE_TYPES
+                    for r in body.get("resources") or ()):
                 return True
         return False
 

@@ -157,7 +157,7 @@ def row_plan(case: Case, name: str, proxy_mode: str, can_share: bool = True) -> 
         return RowPlan.refused(why)
     cls = target_class(name)
     shared = (can_share and cls.shareable and not case.topology.exclusive and not case.node_faults()
-              and not case.changes_broker_wide_acls()
+              and not case.changes_broker_wide_state()
               and not case.needs_broker_traffic() and case.workload is None and case.application is None)
     try:
         proxy = front_mode(cls, case, shared) if case.needs_proxy() or proxy_mode == "auto" else None
@@ -254,7 +254,7 @@ class RowRun:
             steps = self.case_run.run_steps()
         finally:
             self.raw_outcome = {"steps": self.case_run.result.records, "faults": self.case_run.result.fault_events}
-        if steps.fault_events or target.down or case.changes_broker_wide_acls():
+        if steps.fault_events or target.down or case.changes_broker_wide_state():
             self.slot.dirty = True
         # Observe while the actors still live: closing a producer aborts its open transaction
         # (librdkafka does), which would change what the case left behind.

@@ -70,6 +70,36 @@ def test_acls_on_the_wildcard_or_the_cluster_get_brokers_of_their_own(tmp_path):
     # Produce TOPIC_AUTHORIZATION_FAILED); an ACL on a case's own (made unique) name would not.
     for rtype, name in ((2, "*"), (4, "kafka-cluster")):
         case, p = acl_plan(tmp_path, rtype, name)
-        assert case.changes_broker_wide_acls() and p.shared is False, name
+        assert case.changes_broker_wide_state() and p.shared is False, name
     case, p = acl_plan(tmp_path, 5, "txn-1")
-    assert not case.changes_broker_wide_acls() and p.shared is True
+    assert not case.changes_broker_wide_state() and p.shared is True
+
+
+BROKER_CONFIG_CASE = """
+title: broker config
+topology: {topics: [t1]}
+steps:
+  - {actor: raw, op: request, api: IncrementalAlterConfigs, version: 1,
+     body: {resources: [{resource_type: %d, resource_name: "%s",
+                         configs: [{name: message.max.bytes, config_operation: 0, value: "100"}]}],
+            validate_only: %s}}
+"""
+
+
+def test_broker_config_changes_get_brokers_of_their_own(tmp_path):
+    # wire/alter_broker_default_configs set the cluster-wide message.max.bytes 100 on the shared
+    # Apache Kafka instance while wire/alter_configs_answers ran there: its topic described 100
+    # (DYNAMIC_DEFAULT_BROKER_CONFIG) where Kafka's default was expected.
+    def plan(rtype: int, name: str, validate_only: str):
+        path = tmp_path / "wire" / f"c{rtype}{validate_only}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(BROKER_CONFIG_CASE % (rtype, name, validate_only))
+        case = load_case(path, tmp_path)
+        return case, row_plan(case, "apache-kafka", "off")
+
+    for rtype, name in ((4, ""), (4, "1"), (8, "1")):
+        case, p = plan(rtype, name, "false")
+        assert case.changes_broker_wide_state() and p.shared is False, (rtype, name)
+    for rtype, name, validate_only in ((2, "t1", "false"), (4, "", "true")):
+        case, p = plan(rtype, name, validate_only)
+        assert not case.changes_broker_wide_state() and p.shared is True, (rtype, name, validate_only)
