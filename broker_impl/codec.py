@@ -16,7 +16,9 @@ without touching the proxy, the runner or the reports.
   enum made from it, ``error_name(code)`` / ``error_code(name)``; ``ProtocolError`` for bytes
   that do not follow the schema;
 - framing: ``read_frame`` (one frame off a blocking socket), ``FrameBuffer`` (a stream cut into
-  frames), ``frame_end``, ``FrameError``, ``SIZE``, ``MAX_FRAME_BYTES``, ``ANY_SIZE``;
+  frames), ``frame_end``, ``FrameError``, ``SIZE``, ``MAX_FRAME_BYTES``, ``ANY_SIZE``,
+  ``idle_connection_closed`` (a kept connection the other side ended);
+- ``KAFKA_INTERNAL_TOPICS``: the topic names that are Kafka's own, never a case's;
 - naming frames: ``FrameInfo``, ``request_info`` / ``response_info`` (headers only), ``sasl_token_span``,
   ``read_errors`` (a response's error codes), ``ConnectionDecoder`` (a recorded connection).
 """
@@ -38,7 +40,9 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "ProtocolError": ("protocol.codegen", "ProtocolError"),
     **{name: ("protocol.errors", name) for name in ("ERROR_TABLE", "ErrorSpec", "Errors", "error_code", "error_name")},
     **{name: ("protocol.framing", name)
-       for name in ("ANY_SIZE", "MAX_FRAME_BYTES", "SIZE", "FrameBuffer", "FrameError", "frame_end", "read_frame")},
+       for name in ("ANY_SIZE", "MAX_FRAME_BYTES", "SIZE", "FrameBuffer", "FrameError", "frame_end", "read_frame",
+                    "idle_connection_closed")},
+    "KAFKA_INTERNAL_TOPICS": ("cluster.topics", "KAFKA_INTERNAL_TOPICS"),
     **{name: ("protocol.frame_info", name)
        for name in ("ConnectionDecoder", "FrameInfo", "read_errors", "request_info", "response_info", "sasl_token_span")},
 }

@@ -20,14 +20,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import secrets
-import select
 import socket
 import struct
 import threading
 import time
 from typing import Any, Callable, Collection
 
-from broker_impl.codec import API, RESPONSE_HEADER, FrameError, build_batch, error_name, read_frame
+from broker_impl.codec import (API, RESPONSE_HEADER, FrameError, build_batch, error_name, idle_connection_closed,
+                               read_frame)
 
 from conformance.clients.errors import kafka_code
 from conformance.clients.protocol import ErrorInfo, Outcome
@@ -129,7 +129,7 @@ class Connections:
                 sock = idle.pop() if idle else None
             if sock is None:
                 return wire.open_connection(address, timeout_s)
-            if _idle_and_open(sock):
+            if not idle_connection_closed(sock.fileno()):
                 sock.settimeout(timeout_s)
                 return sock
             sock.close()
@@ -148,14 +148,6 @@ class Connections:
             self._idle.clear()
         for sock in socks:
             sock.close()
-
-
-def _idle_and_open(sock: socket.socket) -> bool:
-    """An idle connection has nothing to read: readable (the broker closed it, or sent what
-    nobody asked for) or in error means it is not to be used again."""
-    poller = select.poll()
-    poller.register(sock.fileno(), select.POLLIN | select.POLLRDHUP | select.POLLERR | select.POLLHUP)
-    return not poller.poll(0)
 
 
 def _failure(op: str, name: str, message: str, t0: float) -> Outcome:

@@ -35,12 +35,11 @@ from __future__ import annotations
 import importlib.metadata
 import itertools
 import logging
-import select
 
 import trio
 
 from ..protocol.codegen import ProtocolError
-from ..protocol.framing import FrameBuffer
+from ..protocol.framing import FrameBuffer, idle_connection_closed
 from ..protocol.messages import API, RESPONSE_HEADER
 from ..protocol.stream_io import receive_some, send_all
 
@@ -71,9 +70,7 @@ class _Connection:
         can only be its end (EOF or a reset) -- without waiting."""
         if self.stream is None:
             return False
-        poller = select.poll()
-        poller.register(self.stream.socket.fileno(), select.POLLIN | select.POLLRDHUP)
-        return bool(poller.poll(0))
+        return idle_connection_closed(self.stream.socket.fileno())
 
     async def close(self) -> None:
         if self.stream is not None:

@@ -14,6 +14,7 @@ the next.
 
 from __future__ import annotations
 
+import select
 import socket
 import struct
 
@@ -93,6 +94,15 @@ class FrameBuffer:
 
     def __len__(self) -> int:
         return len(self._buf)
+
+
+def idle_connection_closed(fileno: int) -> bool:
+    """Whether an idle connection (no request in flight) has something to read -- which can only
+    be its end, EOF or a reset, or an error -- without waiting. Kafka's NetworkClient learns this
+    by polling every connection; a client that keeps connections asks before reusing one."""
+    poller = select.poll()
+    poller.register(fileno, select.POLLIN | select.POLLRDHUP)
+    return bool(poller.poll(0))
 
 
 def read_frame(sock: socket.socket, max_bytes: int = MAX_FRAME_BYTES) -> bytes | None:

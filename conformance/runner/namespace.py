@@ -11,7 +11,7 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from broker_impl.cluster.topics import KAFKA_INTERNAL_TOPICS
+from broker_impl.codec import KAFKA_INTERNAL_TOPICS
 
 #: Producer/consumer config keys whose values are names to make unique.
 NAMED_CONFIGS = ("transactional.id", "group.id", "group.instance.id")
