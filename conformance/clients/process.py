@@ -20,7 +20,7 @@ import weakref
 from pathlib import Path
 from typing import IO, Any, Sequence
 
-from conformance import security
+from conformance import security, zygote
 from conformance.clients.protocol import Outcome, decode_reply, encode_request
 from conformance.clients.registry import CLIENTS
 
@@ -103,10 +103,19 @@ class ClientProcess:
         env.update(security.current().to_env())   # the run's security: every driver (protocol.py)
         env.update(self._env or {})
         t0 = time.monotonic()
-        self._proc = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-            start_new_session=True,  # a Ctrl-C at the runner must not kill the drivers behind its back
-        )
+        pipes = dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self._proc = None
+        if zygote.enabled() and zygote.module_of(command):
+            # a Python driver: forked from a zygote that imported it and its library once
+            try:
+                self._proc = zygote.spawn(command, env=env, cwd=os.getcwd(), **pipes)
+            except OSError as exc:
+                self._stderr_tail.append(f"(zygote: {exc}; started by exec)")
+        if self._proc is None:
+            self._proc = subprocess.Popen(
+                command, env=env, **pipes,
+                start_new_session=True,  # a Ctrl-C at the runner must not kill the drivers behind its back
+            )
         with ClientProcess._started_lock:
             ClientProcess._started.add(self)
             closed = ClientProcess._closed

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import queue
+import random
 import signal
 import socket
 import subprocess
@@ -18,6 +19,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Callable
+
+from .. import zygote
 
 
 def python_env(package: str) -> dict[str, str]:
@@ -32,19 +35,63 @@ def python_env(package: str) -> dict[str, str]:
     return env
 
 
-def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """Ports the kernel considers free right now (all held open together so they are distinct).
+#: Where free_ports() picks from: below the kernel's ephemeral range, from here up.
+PORT_FLOOR = 10_000
+_handed_out: set[int] = set()
+_ports_lock = threading.Lock()
 
-    A port can in principle be taken between this call and the broker's bind; the broker's
-    start-up then fails loudly and the caller sees it in the node log.
+
+def _listen_range() -> tuple[int, int] | None:
+    """Ports that no outgoing connection on this machine is given: those below the kernel's
+    ephemeral range (Linux), when at least 4096 of them are above PORT_FLOOR; else None."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as fh:
+            low = int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return (PORT_FLOOR, low - 1) if low - PORT_FLOOR >= 4096 else None
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """Ports free right now (held open together so they are distinct), for a target's nodes.
+
+    Why not simply the kernel's pick (bind port 0): that is an ephemeral port, the same range every
+    client's outgoing connection takes its local port from -- and a node killed and restarted on
+    its port then found it taken by some driver's connection in between ("Address already in use",
+    measured: one row in 330 of the library on embedded). So the ports come from below that range,
+    at random, and never one this process handed out before (a killed node's port stays its own);
+    where there is no such range, the kernel's pick. A port can still be taken between this call
+    and the broker's bind by a process outside the harness; the start then fails loudly.
     """
+    span = _listen_range()
+    chosen: list[int] = []
     socks = []
     try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((host, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
+        with _ports_lock:
+            if span is not None:
+                if len(_handed_out) > (span[1] - span[0]) // 2:
+                    _handed_out.clear()   # a very long session: start over rather than run dry
+                for _ in range(50 * count):
+                    if len(chosen) == count:
+                        break
+                    port = random.randint(*span)
+                    if port in _handed_out or port in chosen:
+                        continue
+                    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                    try:
+                        s.bind((host, port))
+                    except OSError:
+                        s.close()
+                        continue
+                    socks.append(s)
+                    chosen.append(port)
+            while len(chosen) < count:
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                s.bind((host, 0))
+                socks.append(s)
+                chosen.append(s.getsockname()[1])
+            _handed_out.update(chosen)
+        return chosen
     finally:
         for s in socks:
             s.close()
@@ -90,6 +137,7 @@ class NodeProcess:
         env: dict[str, str] | None = None,
         stdout_pipe: bool = False,
         stdin_pipe: bool = False,
+        fork_server: bool = False,
     ) -> None:
         self.argv = list(argv)
         self.log_path = log_path
@@ -97,7 +145,10 @@ class NodeProcess:
         self.env = env
         self.stdout_pipe = stdout_pipe
         self.stdin_pipe = stdin_pipe
-        self.popen: subprocess.Popen | None = None
+        #: start as a child of a zygote that imported the module already (argv: PYTHON -m MODULE)
+        self.fork_server = fork_server
+        #: subprocess.Popen, or zygote.Forked (the same answers)
+        self.popen: subprocess.Popen | zygote.Forked | None = None
         self.paused = False
         self._log_file = None
 
@@ -113,15 +164,18 @@ class NodeProcess:
         self._log_file = open(self.log_path, "ab")
         self._log_file.write(f"\n=== start {time.strftime('%H:%M:%S')}: {' '.join(self.argv)}\n".encode())
         self._log_file.flush()
-        self.popen = subprocess.Popen(
-            self.argv,
-            cwd=self.cwd,
-            env=self.env,
-            stdin=subprocess.PIPE if self.stdin_pipe else subprocess.DEVNULL,
-            stdout=subprocess.PIPE if self.stdout_pipe else self._log_file,
-            stderr=self._log_file,
-            start_new_session=True,
-        )
+        stdio = dict(stdin=subprocess.PIPE if self.stdin_pipe else subprocess.DEVNULL,
+                     stdout=subprocess.PIPE if self.stdout_pipe else self._log_file,
+                     stderr=self._log_file)
+        self.popen = None
+        if self.fork_server and zygote.enabled() and zygote.module_of(self.argv):
+            try:
+                self.popen = zygote.spawn(self.argv, env=self.env, cwd=self.cwd, **stdio)
+            except OSError as exc:   # no zygote to be had: a plain start, and the log says why
+                self._log_file.write(f"(zygote: {exc}; started by exec)\n".encode())
+                self._log_file.flush()
+        if self.popen is None:
+            self.popen = subprocess.Popen(self.argv, cwd=self.cwd, env=self.env, start_new_session=True, **stdio)
         self.paused = False
 
     def running(self) -> bool:
