@@ -85,3 +85,19 @@ def test_a_terminated_broker_reports_a_clean_exit(start_target):
     t0 = time.monotonic()
     proc.terminate(grace=20)
     assert proc.returncode() == 0 and time.monotonic() - t0 < 20
+
+
+def test_with_its_zygote_gone_a_child_is_still_seen_to_end(tmp_path):
+    """Nobody reports the exit of an orphan: its PID is watched instead (a wait must not hang)."""
+    env = dict(os.environ)
+    child = zygote.spawn([sys.executable, "-m", "json.tool"], env=env, cwd=tmp_path,
+                         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    z = zygote.zygote_for(sys.executable, "json.tool", env)
+    z.proc.kill()                                # the zygote we started, by its PID
+    z.proc.wait(timeout=10)
+    assert child.poll() is None                  # still reading its stdin
+    with pytest.raises(subprocess.TimeoutExpired):
+        child.wait(timeout=0.2)
+    child.stdin.close()                          # it ends; init (or nobody) reaps it
+    assert child.wait(timeout=10) == -9          # its status is lost with the zygote
+    assert zygote.zygote_for(sys.executable, "json.tool", env) is not z   # a new one on next use
