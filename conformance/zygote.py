@@ -75,6 +75,10 @@ def serve(fd: int, module: str) -> None:
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the harness decides when we end
 
+    #: each running child's request id: PIDs are reused (they wrap within one long run), so an
+    #: exit is told by the request that started the child, never by its PID alone
+    started: dict[int, int] = {}
+
     def send(message: dict) -> None:
         try:
             sock.sendmsg([json.dumps(message).encode()])
@@ -99,7 +103,7 @@ def serve(fd: int, module: str) -> None:
                 break
             if pid == 0:
                 break
-            send({"exited": pid, "code": os.waitstatus_to_exitcode(status),
+            send({"exited": started.pop(pid, None), "pid": pid, "code": os.waitstatus_to_exitcode(status),
                   "cpu_s": usage.ru_utime + usage.ru_stime})
         if sock in ready:
             try:
@@ -120,6 +124,7 @@ def serve(fd: int, module: str) -> None:
                 _child(request, fds, sock, (wake_r, wake_w))   # never returns
             for f in fds:
                 os.close(f)
+            started[pid] = request["id"]
             send({"id": request["id"], "pid": pid})
 
 
@@ -215,8 +220,9 @@ def _child(request: dict, fds: list[int], sock: socket.socket, wake: tuple[int, 
 class Forked:
     """A child of a zygote, seen as the harness sees a subprocess.Popen."""
 
-    def __init__(self, zygote: "Zygote", pid: int, stdin, stdout, stderr) -> None:
+    def __init__(self, zygote: "Zygote", start: int, pid: int, stdin, stdout, stderr) -> None:
         self._zygote = zygote
+        self._start = start   # the request that started it: what its exit is told by
         self.pid = pid
         self.stdin = stdin
         self.stdout = stdout
@@ -226,16 +232,16 @@ class Forked:
     @property
     def cpu_s(self) -> float | None:
         """The CPU seconds the child used, once it ended (bench/broker_start.py)."""
-        return self._zygote.cpu.get(self.pid)
+        return self._zygote.cpu.get(self._start)
 
     def poll(self) -> int | None:
         if self.returncode is None:
-            self.returncode = self._zygote.exit_code(self.pid, 0)
+            self.returncode = self._zygote.exit_code(self._start, self.pid, 0)
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is None:
-            code = self._zygote.exit_code(self.pid, timeout)
+            code = self._zygote.exit_code(self._start, self.pid, timeout)
             if code is None:
                 raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout)
             self.returncode = code
@@ -259,8 +265,9 @@ class Zygote:
         self._send_lock = threading.Lock()
         self._cond = threading.Condition()
         self._answers: dict[int, dict] = {}
+        #: exit code of each ended child, by the id of the request that started it
         self._exits: dict[int, int] = {}
-        #: CPU seconds of each ended child
+        #: CPU seconds of each ended child, by the same id
         self.cpu: dict[int, float] = {}
         self._next = 0
         self.alive = True
@@ -279,13 +286,15 @@ class Zygote:
                     return
                 message = json.loads(data)
                 if "exited" in message:
-                    self._exits[message["exited"]] = message["code"]
-                    self.cpu[message["exited"]] = message["cpu_s"]
+                    if message["exited"] is not None:
+                        self._exits[message["exited"]] = message["code"]
+                        self.cpu[message["exited"]] = message["cpu_s"]
                 else:
                     self._answers[message["id"]] = message
                 self._cond.notify_all()
 
-    def spawn(self, argv: list[str], env: dict[str, str], cwd: str | None, stdio: list[int]) -> int:
+    def spawn(self, argv: list[str], env: dict[str, str], cwd: str | None, stdio: list[int]) -> tuple[int, int]:
+        """(the request's id, the child's PID)."""
         args = module_of(argv)[2]
         with self._cond:
             self._next += 1
@@ -301,21 +310,21 @@ class Zygote:
             raise OSError(f"the {self.module} zygote ended")
         if "error" in answer:
             raise OSError(answer["error"])
-        return answer["pid"]
+        return rid, answer["pid"]
 
-    def exit_code(self, pid: int, timeout: float | None) -> int | None:
+    def exit_code(self, start: int, pid: int, timeout: float | None) -> int | None:
         """The child's exit code once the zygote reaped it; None while it runs after `timeout`.
         Should the zygote itself be gone, nobody reaps or tells: the child's PID is watched
         instead, and a child that no longer runs counts as killed (-9)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
-            while pid not in self._exits and self.alive:
+            while start not in self._exits and self.alive:
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     return None
                 self._cond.wait(left)
-            if pid in self._exits:
-                return self._exits[pid]
+            if start in self._exits:
+                return self._exits[start]
         while True:
             try:
                 with open(f"/proc/{pid}/stat", "rb") as fh:
@@ -376,7 +385,7 @@ def spawn(argv: list[str], *, env: dict[str, str] | None, cwd: Path | None, stdi
                 opened.append(f)
             else:
                 theirs.append(spec.fileno())
-        pid = zygote.spawn(list(argv), env, str(cwd) if cwd else None, theirs)
+        start, pid = zygote.spawn(list(argv), env, str(cwd) if cwd else None, theirs)
     except BaseException:
         for f in ours.values():
             if f is not None:
@@ -385,7 +394,7 @@ def spawn(argv: list[str], *, env: dict[str, str] | None, cwd: Path | None, stdi
     finally:
         for f in opened:
             os.close(f)
-    return Forked(zygote, pid, ours["stdin"], ours["stdout"], ours["stderr"])
+    return Forked(zygote, start, pid, ours["stdin"], ours["stdout"], ours["stderr"])
 
 
 if __name__ == "__main__":

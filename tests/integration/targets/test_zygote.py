@@ -101,3 +101,29 @@ def test_with_its_zygote_gone_a_child_is_still_seen_to_end(tmp_path):
     child.stdin.close()                          # it ends; init (or nobody) reaps it
     assert child.wait(timeout=10) == -9          # its status is lost with the zygote
     assert zygote.zygote_for(sys.executable, "json.tool", env) is not z   # a new one on next use
+
+
+def test_a_reused_pid_is_not_taken_for_the_child_that_had_it_before(tmp_path):
+    """PIDs wrap within one long run (a library run starts thousands of processes): a child that
+    is given the PID of one that ended before is still running, with its own exit status. The
+    kernel is asked to hand the same PID out again (ns_last_pid, root only)."""
+    last_pid = Path("/proc/sys/kernel/ns_last_pid")
+    if not os.access(last_pid, os.W_OK):
+        pytest.skip("cannot choose the next PID here (ns_last_pid needs root)")
+    env = dict(os.environ)
+    for _ in range(10):
+        first, _ = json_tool(tmp_path, "{not json")             # ends with status 1
+        assert first.returncode == 1
+        last_pid.write_text(str(first.pid - 1))
+        second = zygote.spawn([sys.executable, "-m", "json.tool"], env=env, cwd=tmp_path,
+                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if second.pid != first.pid:                              # another process forked between
+            second.stdin.close()
+            second.wait(timeout=30)
+            continue
+        assert second.poll() is None                             # running: not the old one's exit
+        second.stdin.write(b"[1]")
+        second.stdin.close()
+        assert second.wait(timeout=30) == 0
+        return
+    pytest.skip("the kernel did not give the same PID again in 10 tries")
